@@ -1,0 +1,35 @@
+"""blasdx: cuBLASDx's block-level GEMM for Python, compiled at run time with NVRTC."""
+
+from .descriptor import Descriptor
+from .errors import (
+    ArgumentError,
+    BlasdxError,
+    CompileError,
+    DescriptorError,
+    DeviceError,
+    IncompleteDescriptorError,
+    UnsupportedError,
+)
+from .operators import (
+    SM,
+    Alignment,
+    Arrangement,
+    Block,
+    BlockDim,
+    Function,
+    LeadingDimension,
+    MaxAlignment,
+    Precision,
+    Size,
+    TransposeMode,
+    Type,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
+    "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
+    "BlasdxError", "DescriptorError", "IncompleteDescriptorError", "UnsupportedError",
+    "ArgumentError", "DeviceError", "CompileError", "__version__",
+]

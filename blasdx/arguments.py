@@ -1,0 +1,302 @@
+"""Checks of execute()'s arguments against a plan, before any compile or launch.
+
+``matrix_view`` turns a CuPy array, a ``__cuda_array_interface__`` object or a DLPack
+GPU tensor (PyTorch) into a ``MatrixView`` without copying; ``check_operands`` then
+checks shape, dtype, strides, alignment, device and overlap against the plan and raises
+``ArgumentError`` saying what was expected, what was given and how to fix it.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import ArgumentError
+from .plan import GemmPlan, MatrixPlan
+
+_DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
+
+
+@dataclass(frozen=True)
+class MatrixView:
+    """A GPU array seen as a batch of matrices; strides are in elements of the matrix."""
+
+    name: str
+    ptr: int
+    device_id: int
+    dtype: np.dtype
+    shape: tuple[int, ...]  # (rows, cols) or (batch, rows, cols)
+    strides: tuple[int, ...]  # in elements (complex pairs count as one element)
+    element_size: int
+    keepalive: Any  # the object that owns the memory
+
+    @property
+    def batch(self) -> int | None:
+        return self.shape[0] if len(self.shape) == 3 else None
+
+    @property
+    def span_bytes(self) -> int:
+        """Bytes from the first to one past the last element."""
+        if any(s == 0 for s in self.shape):
+            return 0
+        return (sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1) * self.element_size
+
+
+def _dtype_label(dtype: np.dtype) -> str:
+    return dtype.name
+
+
+def _from_cupy_or_interface(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, np.dtype, int, Any]:
+    """(ptr, shape, byte strides or None, dtype, device id, owner)."""
+    try:
+        import cupy
+    except ImportError:  # pragma: no cover - cupy is a dependency
+        cupy = None
+    if cupy is not None and isinstance(x, cupy.ndarray):
+        return x.data.ptr, x.shape, x.strides, x.dtype, x.device.id, x
+    cai = None
+    try:
+        cai = x.__cuda_array_interface__
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        cai = None
+    if cai is None and hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        dev_type, _ = x.__dlpack_device__()
+        if int(dev_type) not in _DLPACK_GPU:
+            raise _host_error(x)
+        if cupy is None:  # pragma: no cover
+            raise ArgumentError("DLPack GPU tensors need CuPy; install cupy-cuda13x")
+        arr = cupy.from_dlpack(x)
+        return arr.data.ptr, arr.shape, arr.strides, arr.dtype, arr.device.id, (arr, x)
+    if cai is None:
+        raise _host_error(x)
+    ptr = int(cai["data"][0])
+    dtype = np.dtype(cai["typestr"])
+    device_id = _device_of_pointer(ptr)
+    strides = tuple(cai["strides"]) if cai.get("strides") else None
+    return ptr, tuple(cai["shape"]), strides, dtype, device_id, x
+
+
+def _device_of_pointer(ptr: int) -> int:
+    import cupy
+
+    if ptr == 0:
+        return cupy.cuda.runtime.getDevice()
+    attrs = cupy.cuda.runtime.pointerGetAttributes(ptr)
+    return attrs.device
+
+
+def _host_error(x: Any) -> ArgumentError:
+    kind = type(x).__module__ + "." + type(x).__name__
+    if isinstance(x, np.ndarray):
+        return ArgumentError(
+            f"got a NumPy (host) array of shape {x.shape}; execute() needs GPU arrays: "
+            f"move it with cupy.asarray(x)"
+        )
+    return ArgumentError(
+        f"got {kind}, which is not a GPU array; pass a CuPy array, a PyTorch CUDA tensor or an "
+        f"object with __cuda_array_interface__ or DLPack on a CUDA device"
+    )
+
+
+def expected_dtypes(x: MatrixPlan, is_complex: bool) -> list[tuple[np.dtype, bool]]:
+    """Accepted (dtype, as_pairs) for a matrix; as_pairs means a trailing dimension of 2."""
+    from .precision import PRECISIONS
+
+    storage = PRECISIONS[x.precision].numpy_name
+    names = [storage]
+    raw = {"bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}.get(x.precision)
+    out: list[tuple[np.dtype, bool]] = []
+    for name in names + ([raw] if raw else []):
+        try:
+            dtype = np.dtype(name)
+        except TypeError:
+            try:
+                import ml_dtypes
+
+                dtype = np.dtype(getattr(ml_dtypes, name))
+            except (ImportError, AttributeError):
+                continue
+        if is_complex:
+            if dtype.name in ("float32", "float64"):
+                out.append((np.dtype(f"complex{dtype.itemsize * 16}"), False))
+            out.append((dtype, True))
+        else:
+            out.append((dtype, False))
+    return out
+
+
+def matrix_view(x: Any, plan: GemmPlan, mat: MatrixPlan) -> MatrixView:
+    name = mat.name.upper()
+    ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(x)
+    accepted = expected_dtypes(mat, plan.is_complex)
+    match = next(((d, pairs) for d, pairs in accepted if d == dtype
+                  and (not pairs or (len(shape) >= 1 and shape[-1] == 2))), None)
+    if match is None:
+        wanted = " or ".join(f"{d.name}{' with a trailing dimension of 2 (real, imag)' if p else ''}"
+                             for d, p in accepted)
+        raise ArgumentError(
+            f"{name} has dtype {dtype.name}{' shape ' + str(tuple(shape)) if plan.is_complex else ''}, "
+            f"but the descriptor's {mat.name.upper()} precision is "
+            f"{'complex ' if plan.is_complex else ''}{mat.precision}: expected {wanted}. "
+            f"blasdx never casts; convert with x.astype(...)"
+        )
+    _, pairs = match
+    itemsize = dtype.itemsize
+    if byte_strides is None:  # C-contiguous
+        byte_strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+    if pairs:
+        if byte_strides[-1] != itemsize:
+            raise ArgumentError(
+                f"{name}: the trailing (real, imag) dimension must be contiguous (stride "
+                f"{itemsize} bytes), got {byte_strides[-1]}; use cupy.ascontiguousarray"
+            )
+        shape, byte_strides = shape[:-1], byte_strides[:-1]
+        element = 2 * itemsize
+    else:
+        element = itemsize
+    if len(shape) not in (2, 3):
+        raise ArgumentError(
+            f"{name} has {len(shape)} dimensions (shape {tuple(shape)}); expected 2 (rows, cols) "
+            f"for one GEMM or 3 (batch, rows, cols) for a batch"
+        )
+    strides = []
+    for s in byte_strides:
+        if s % element:
+            raise ArgumentError(
+                f"{name} has a stride of {s} bytes, not a multiple of its {element}-byte element; "
+                f"use a contiguous array (cupy.ascontiguousarray)"
+            )
+        strides.append(s // element)
+    return MatrixView(mat.name, ptr, device_id, dtype, tuple(shape), tuple(strides), element, owner)
+
+
+def check_layout(v: MatrixView, mat: MatrixPlan) -> None:
+    """Shape, strides and alignment of one matrix against its plan."""
+    name = mat.name.upper()
+    rows, cols = v.shape[-2:]
+    if (rows, cols) != (mat.rows, mat.cols):
+        logical = {"a": "(m, k)", "b": "(k, n)", "c": "(m, n)"}[mat.name]
+        raise ArgumentError(
+            f"{name} has shape {v.shape}, expected {logical} = ({mat.rows}, {mat.cols})"
+            f"{' with a leading batch dimension' if v.batch is not None else ''}; "
+            f"pass the logical matrix (transpose views change strides, not shape)"
+        )
+    rs, cs = v.strides[-2:]
+    want_rs, want_cs = (mat.ld, 1) if mat.layout == "row_major" else (1, mat.ld)
+    bad = (rows > 1 and rs != want_rs) or (cols > 1 and cs != want_cs)
+    if bad:
+        how = ("cupy.ascontiguousarray(x)" if mat.layout == "row_major"
+               else "cupy.asfortranarray(x) (or x.T of a row-major (cols, rows) array)")
+        raise ArgumentError(
+            f"{name} strides {tuple(v.strides[-2:])} (elements) do not match the descriptor: "
+            f"{mat.layout} with leading dimension {mat.ld} needs strides {(want_rs, want_cs)}. "
+            f"Use {how}, or change Arrangement/LeadingDimension to match the data"
+        )
+    if any(s < 0 for s in v.strides):
+        raise ArgumentError(f"{name} has negative strides {v.strides}; reversed views are not "
+                            f"supported, use a copy (cupy.ascontiguousarray)")
+    if v.batch is not None and v.batch > 1:
+        bs = v.strides[0]
+        one = ((mat.outer - 1) * mat.ld + mat.inner)
+        if bs <= 0 or (mat.name == "c" and bs < one):
+            raise ArgumentError(
+                f"{name} has batch stride {bs} elements; each batch item needs its own memory "
+                f"(stride >= {one if mat.name == 'c' else 1}); broadcast (stride 0) and "
+                f"overlapping outputs are not supported, use a contiguous copy"
+            )
+    if v.ptr % mat.alignment:
+        raise ArgumentError(
+            f"{name}'s data pointer {v.ptr:#x} is not aligned to {mat.alignment} bytes as "
+            f"Alignment declares; pass an aligned array or lower Alignment to {_alignment_of(v.ptr)}"
+        )
+    if v.batch is not None and v.batch > 1 and (v.strides[0] * v.element_size) % mat.alignment:
+        raise ArgumentError(
+            f"{name}'s batch stride ({v.strides[0] * v.element_size} bytes) is not a multiple of "
+            f"Alignment {mat.alignment}; lower Alignment or pad each item"
+        )
+
+
+def _alignment_of(value: int) -> int:
+    return value & -value if value else 16
+
+
+def check_operands(plan: GemmPlan, a: Any, b: Any, c: Any) -> tuple[MatrixView, MatrixView, MatrixView]:
+    views = tuple(matrix_view(x, plan, mat) for x, mat in ((a, plan.a), (b, plan.b), (c, plan.c)))
+    for v, mat in zip(views, (plan.a, plan.b, plan.c)):
+        check_layout(v, mat)
+    va, vb, vc = views
+    ndims = {len(v.shape) for v in views}
+    if len(ndims) != 1:
+        raise ArgumentError(
+            f"A, B and C must all be 2-D (one GEMM) or all 3-D (a batch); got shapes "
+            f"{va.shape}, {vb.shape}, {vc.shape}"
+        )
+    if va.batch != vb.batch or va.batch != vc.batch:
+        raise ArgumentError(
+            f"batch counts differ: A {va.batch}, B {vb.batch}, C {vc.batch}; give every "
+            f"operand the same leading batch dimension"
+        )
+    devices = {v.device_id for v in views}
+    if len(devices) != 1:
+        raise ArgumentError(
+            f"A, B and C are on different devices ({va.device_id}, {vb.device_id}, {vc.device_id}); "
+            f"move them to one device"
+        )
+    for other in (va, vb):
+        if _overlap(vc, other):
+            raise ArgumentError(
+                f"C overlaps {other.name.upper()} in memory; the output must not alias an input, "
+                f"pass a separate C (c = c.copy())"
+            )
+    return va, vb, vc  # type: ignore[return-value]
+
+
+def _overlap(x: MatrixView, y: MatrixView) -> bool:
+    if x.span_bytes == 0 or y.span_bytes == 0:
+        return False
+    return x.ptr < y.ptr + y.span_bytes and y.ptr < x.ptr + x.span_bytes
+
+
+def scalar(value: Any, plan: GemmPlan, name: str) -> Any:
+    """alpha/beta converted explicitly to the kernel's scalar type."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Number):
+        raise ArgumentError(
+            f"{name} must be a number, got {value!r} of type {type(value).__name__}; pass a "
+            f"Python or NumPy scalar"
+        )
+    from .precision import PRECISIONS
+
+    real = PRECISIONS[plan.scalar_precision]
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        if not plan.is_complex:
+            raise ArgumentError(
+                f"{name}={value!r} is complex but the GEMM is real; pass a real {name} or add "
+                f"Type('complex') to the descriptor"
+            )
+    if plan.is_complex:
+        if not real.is_float:
+            v = complex(value)
+            if v.real != int(v.real) or v.imag != int(v.imag):
+                raise ArgumentError(f"{name}={value!r} must have integral parts for an integer GEMM")
+            # Same bytes as blasdx::complex<int32/int64>, carried by a complex NumPy scalar.
+            pair = np.array([int(v.real), int(v.imag)], dtype=real.numpy_name)
+            return pair.view(f"complex{real.itemsize * 16}")[0]
+        return np.dtype(f"complex{real.itemsize * 16}").type(value)
+    if not real.is_float:
+        if isinstance(value, numbers.Integral):
+            iv = int(value)
+        elif float(value).is_integer():
+            iv = int(value)
+        else:
+            raise ArgumentError(
+                f"{name}={value!r} is not an integer, but the GEMM computes in {real.name}; pass "
+                f"an integer {name}"
+            )
+        info = np.iinfo(real.numpy_name)
+        if not info.min <= iv <= info.max:
+            raise ArgumentError(f"{name}={iv} does not fit the {real.name} scalar type")
+        return np.dtype(real.numpy_name).type(iv)
+    return np.dtype(real.numpy_name).type(value)

@@ -1,0 +1,215 @@
+"""NVRTC: CUDA source + arch + options -> cubin, through CuPy's low-level bindings.
+
+The compiler never sees a descriptor: its cache key is the source, the options, the
+arch, the NVRTC version, the headers' identity and the blasdx version, which is all that
+NVRTC consumes. NVRTC and the CUDA headers come from pip wheels (found with
+cuda-pathfinder), then ``CUDA_PATH`` and /usr/local/cuda. No GPU is needed; the output
+is always a cubin for one ``sm_XX`` (never PTX handed to the driver).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
+from .errors import CompileError, DeviceError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .plan import GemmPlan
+
+logger = logging.getLogger("blasdx.compiler")
+
+BASE_OPTIONS: tuple[str, ...] = ("-std=c++17", "-DNDEBUG", "--device-int128")
+_HEADER_PACKAGES = ("nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl", "nvidia-cuda-nvrtc")
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A cubin for one architecture and what is needed to launch its kernel."""
+
+    cubin: bytes
+    kernel_name: str
+    arch: int  # as SM(): 900 for sm_90
+    shared_memory_size: int
+    block_dim: tuple[int, int, int]
+    options: tuple[str, ...]
+
+
+def _nvrtc():
+    try:
+        from cupy.cuda import nvrtc
+    except Exception as exc:  # noqa: BLE001 - any import failure means the same to a user
+        raise DeviceError(
+            f"NVRTC is not available through CuPy ({exc}); install it with "
+            f"'pip install cupy-cuda13x nvidia-cuda-nvrtc'"
+        ) from None
+    return nvrtc
+
+
+@lru_cache(maxsize=1)
+def nvrtc_version() -> tuple[int, int]:
+    nvrtc = _nvrtc()
+    try:
+        return tuple(nvrtc.getVersion())  # type: ignore[return-value]
+    except Exception as exc:  # noqa: BLE001
+        raise DeviceError(
+            f"NVRTC could not be loaded ({exc}); install it with 'pip install nvidia-cuda-nvrtc' "
+            f"(or set CUDA_PATH to a CUDA toolkit)"
+        ) from None
+
+
+@lru_cache(maxsize=1)
+def supported_archs() -> tuple[int, ...]:
+    """The SMs (as 750, 800, ...) the installed NVRTC can compile for."""
+    return tuple(int(a) * 10 for a in _nvrtc().getSupportedArchs())
+
+
+@lru_cache(maxsize=1)
+def include_dirs() -> tuple[str, ...]:
+    """Header directories: CUDA runtime headers and CCCL, from wheels, then CUDA_PATH."""
+    found: list[str] = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        for lib in ("cudart", "cccl"):
+            try:
+                path = find_nvidia_header_directory(lib)
+            except Exception:  # noqa: BLE001 - a missing wheel just means: try the fallbacks
+                path = None
+            if path and path not in found:
+                found.append(str(path))
+    except ImportError:
+        pass
+    if not any(Path(d, "cuda_fp16.h").is_file() for d in found):
+        for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+            if root and Path(root, "include", "cuda_fp16.h").is_file():
+                found.append(str(Path(root, "include")))
+                cccl = Path(root, "include", "cccl")
+                if cccl.is_dir():
+                    found.append(str(cccl))
+                break
+    if not any(Path(d, "cuda_fp16.h").is_file() for d in found):
+        raise DeviceError(
+            "CUDA headers (cuda_fp16.h) not found; install them with "
+            "'pip install nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl' or set CUDA_PATH"
+        )
+    return tuple(found)
+
+
+@lru_cache(maxsize=1)
+def header_identity() -> tuple[tuple[str, str], ...]:
+    """Versions of the header wheels (or the directories) that define what NVRTC reads."""
+    ident = []
+    for pkg in _HEADER_PACKAGES:
+        try:
+            ident.append((pkg, importlib_metadata.version(pkg)))
+        except importlib_metadata.PackageNotFoundError:
+            pass
+    return tuple(ident) + tuple(("dir", d) for d in include_dirs())
+
+
+def _blasdx_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def check_arch(arch: int) -> None:
+    if isinstance(arch, bool) or not isinstance(arch, int) or arch < 100 or arch % 10:
+        raise UnsupportedError(f"arch must be an SM number such as 800 or 900, got {arch!r}")
+    archs = supported_archs()
+    if arch not in archs:
+        major, minor = nvrtc_version()
+        raise UnsupportedError(
+            f"NVRTC {major}.{minor} cannot compile for SM {arch}; it supports "
+            f"{list(archs)}. Use a supported SM, or install an NVRTC that targets SM {arch}"
+        )
+
+
+def options_for(arch: int, extra: Iterable[str] = ()) -> tuple[str, ...]:
+    return (f"-arch=sm_{arch // 10}", *BASE_OPTIONS, *(f"-I{d}" for d in include_dirs()), *extra)
+
+
+def _nvrtc_compile(source: str, options: tuple[str, ...], program_name: str) -> tuple[bytes, str]:
+    """Run NVRTC; return (cubin, log) or raise CompileError."""
+    nvrtc = _nvrtc()
+    prog = nvrtc.createProgram(source, program_name, (), ())
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except nvrtc.NVRTCError as exc:
+            log = nvrtc.getProgramLog(prog)
+            raise CompileError(f"NVRTC failed to compile {program_name}: {exc}", log=log,
+                               source=source, options=options, kernel_name=program_name) from None
+        return nvrtc.getCUBIN(prog), nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def compile_source(source: str, arch: int, *, options: Iterable[str] = (), name: str = "blasdx",
+                   metadata: dict | None = None, cache: KernelCache | None = None) -> Entry:
+    """Compile ``source`` for ``arch`` (cached). ``metadata`` is stored with the cubin."""
+    check_arch(arch)
+    full_options = options_for(arch, options)
+    key = make_key(source=source, options=full_options, arch=arch, nvrtc=nvrtc_version(),
+                   headers=header_identity(), blasdx=_blasdx_version())
+
+    def build() -> Entry:
+        start = time.perf_counter()
+        cubin, log = _nvrtc_compile(source, full_options, name)
+        logger.debug("compiled %s for sm_%d in %.3f s", name, arch // 10, time.perf_counter() - start)
+        return Entry(cubin=cubin, metadata={**(metadata or {}), "key": key, "name": name,
+                                            "log": log})
+
+    return (cache or DEFAULT_CACHE).get_or_create(key, build)
+
+
+def compile_plan(plan: GemmPlan, arch: int, *, cache: KernelCache | None = None) -> CompiledKernel:
+    """Render and compile the batched kernel of ``plan`` for ``arch`` (as 900)."""
+    from .render import render_kernel
+
+    if arch < plan.sm:
+        raise UnsupportedError(
+            f"arch {arch} is older than the descriptor's SM({plan.sm}); compile for SM {plan.sm} "
+            f"or newer, or use .replace(SM({arch}))"
+        )
+    if plan.instruction.name == "mma_f16" and arch < 750:
+        raise UnsupportedError(
+            f"the float16 tensor-core path needs SM 750 or newer to compile, got arch {arch}"
+        )
+    entry = compile_source(render_kernel(plan), arch, name=plan.kernel_name, cache=cache,
+                           metadata={"kernel_name": plan.kernel_name})
+    return CompiledKernel(cubin=entry.cubin, kernel_name=plan.kernel_name, arch=arch,
+                          shared_memory_size=plan.shared_memory_size, block_dim=plan.block_dim,
+                          options=options_for(arch))
+
+
+def show_config() -> str:
+    """What blasdx found: NVRTC version and archs, header directories and versions, cache."""
+    from . import settings
+
+    lines = [f"blasdx {_blasdx_version()}"]
+    try:
+        lines.append(f"NVRTC {'.'.join(map(str, nvrtc_version()))}, archs {list(supported_archs())}")
+        lines.append("headers: " + ", ".join(f"{a} {b}" for a, b in header_identity()))
+    except Exception as exc:  # noqa: BLE001 - report, never raise, from a diagnostic
+        lines.append(f"NVRTC/headers: not usable ({exc})")
+    lines.append(f"cache: {settings.cache_dir()} "
+                 f"({'on' if settings.disk_cache_enabled() else 'off: BLASDX_DISABLE_DISK_CACHE'})")
+    try:
+        import cupy
+
+        lines.append(f"cupy {cupy.__version__}; GPUs: {cupy.cuda.runtime.getDeviceCount()}")
+    except Exception as exc:  # noqa: BLE001
+        lines.append(f"GPU: none usable ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
+    text = "\n".join(lines)
+    print(text)
+    return text

@@ -1,0 +1,55 @@
+"""The one error hierarchy of blasdx.
+
+Every mistake a user can make raises one of these, with a message that names the
+operator or argument, the value received, the rule, and a fix.
+"""
+
+from __future__ import annotations
+
+
+class BlasdxError(Exception):
+    """Base class of every error blasdx raises on purpose."""
+
+
+class DescriptorError(BlasdxError, ValueError):
+    """An operator or a combination of operators is invalid."""
+
+
+class IncompleteDescriptorError(DescriptorError):
+    """A trait or an action needs an operator the descriptor does not have."""
+
+
+class UnsupportedError(DescriptorError):
+    """A valid description that cannot run here (shared memory, NVRTC arch)."""
+
+
+class ArgumentError(BlasdxError, ValueError):
+    """An argument of ``execute`` does not match the descriptor."""
+
+
+class DeviceError(BlasdxError, RuntimeError):
+    """No usable GPU, or a GPU too old for the descriptor."""
+
+
+class CompileError(BlasdxError, RuntimeError):
+    """NVRTC rejected a source; keeps the log, the options and the numbered source."""
+
+    def __init__(self, message: str, *, log: str = "", source: str = "",
+                 options: tuple[str, ...] = (), kernel_name: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+        self.source = source
+        self.options = tuple(options)
+        self.kernel_name = kernel_name
+
+    def numbered_source(self) -> str:
+        """The source with line numbers, as NVRTC's log refers to them."""
+        lines = self.source.splitlines()
+        width = len(str(len(lines)))
+        return "\n".join(f"{i:>{width}} | {line}" for i, line in enumerate(lines, 1))
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.log:
+            text += f"\nDetails: kernel {self.kernel_name!r}, options {list(self.options)}\n{self.log.strip()}"
+        return text

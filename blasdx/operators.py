@@ -1,0 +1,306 @@
+"""The operators a user adds together to describe one block GEMM.
+
+Each operator is a frozen pydantic model: immutable, comparable, hashable, with a
+``repr`` that evaluates back to an equal operator. Checks that involve one operator live
+here; checks across operators live in :mod:`blasdx.rules`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from .errors import DescriptorError
+from .precision import normalize_precision
+
+SUPPORTED_SMS: tuple[int, ...] = (700, 720, 750, 800, 860, 870, 890, 900)
+
+LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
+
+
+def _strict_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be an int, got {value!r} of type {type(value).__name__}")
+    return value
+
+
+class Operator(BaseModel):
+    """Base of all operators: positional arguments, typed errors, code-like repr."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kind: ClassVar[str] = "Operator"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = list(type(self).model_fields)
+        if len(args) > len(names):
+            raise DescriptorError(
+                f"{type(self).__name__} takes at most {len(names)} arguments "
+                f"({', '.join(names)}), got {len(args)}: {args!r}"
+            )
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise DescriptorError(f"{type(self).__name__}: {name} given twice")
+            kwargs[name] = value
+        try:
+            super().__init__(**kwargs)
+        except ValidationError as exc:
+            raise DescriptorError(_describe(type(self).__name__, exc)) from None
+
+    def __repr__(self) -> str:
+        values = ", ".join(repr(getattr(self, name)) for name in type(self).model_fields)
+        return f"{type(self).__name__}({values})"
+
+    __str__ = __repr__
+
+    def __add__(self, other: object):  # -> Descriptor
+        from .descriptor import Descriptor
+
+        return Descriptor.of(self) + other
+
+    def __radd__(self, other: object):
+        from .descriptor import Descriptor
+
+        if not isinstance(other, (Operator, Descriptor)):
+            return NotImplemented
+        return Descriptor.of(other) + self
+
+
+def _describe(cls_name: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if err["type"] == "missing":
+            msg = "is required"
+        if err["type"] == "extra_forbidden":
+            msg = f"is not an argument of {cls_name} (arguments: {', '.join(_fields(cls_name))})"
+        if not field:
+            parts.append(msg)
+        elif err["type"] in ("missing", "extra_forbidden"):
+            parts.append(f"{cls_name}.{field} {msg}")
+        else:
+            parts.append(f"{cls_name}.{field}: {msg}")
+    return "; ".join(parts)
+
+
+def _fields(cls_name: str) -> list[str]:
+    for cls in Operator.__subclasses__():
+        if cls.__name__ == cls_name:
+            return list(cls.model_fields)
+    return []
+
+
+class Size(Operator):
+    """Size(m, n, k=1): C is m x n, the inner dimension is k."""
+
+    kind: ClassVar[str] = "Size"
+    m: int
+    n: int
+    k: int = 1
+
+    @field_validator("m", "n", "k", mode="before")
+    @classmethod
+    def _positive(cls, v: object, info) -> int:
+        v = _strict_int(v, info.field_name)
+        if v < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {v}; a GEMM needs a positive size")
+        return v
+
+
+class Precision(Operator):
+    """Precision(a, b=a, c=a): the real precision of A, B and C (names or dtypes)."""
+
+    kind: ClassVar[str] = "Precision"
+    a: str = "float32"
+    b: str | None = None
+    c: str | None = None
+
+    @field_validator("a", "b", "c", mode="before")
+    @classmethod
+    def _name(cls, v: object) -> str | None:
+        return None if v is None else normalize_precision(v)
+
+    def model_post_init(self, __context: Any) -> None:
+        if self.b is None:
+            object.__setattr__(self, "b", self.a)
+        if self.c is None:
+            object.__setattr__(self, "c", self.a)
+
+
+class Type(Operator):
+    """Type('real' | 'complex')."""
+
+    kind: ClassVar[str] = "Type"
+    value: str = "real"
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> str:
+        if v not in ("real", "complex"):
+            raise ValueError(f"must be 'real' or 'complex', got {v!r}")
+        return v  # type: ignore[return-value]
+
+
+class Function(Operator):
+    """Function('MM'): the only function is the matrix multiply."""
+
+    kind: ClassVar[str] = "Function"
+    value: str = "MM"
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> str:
+        if v != "MM":
+            raise ValueError(f"must be 'MM' (matrix multiply), got {v!r}")
+        return v
+
+
+def _layout(v: object, field: str) -> str:
+    if v not in LAYOUTS:
+        hint = ""
+        if isinstance(v, str) and v.replace("-", "_") in LAYOUTS:
+            hint = f" (did you mean {v.replace('-', '_')!r}?)"
+        raise ValueError(f"must be 'row_major' or 'col_major', got {v!r}{hint}")
+    return v  # type: ignore[return-value]
+
+
+class Arrangement(Operator):
+    """Arrangement(a, b='col_major', c='col_major'): memory order of each matrix."""
+
+    kind: ClassVar[str] = "Arrangement"
+    a: str = "row_major"
+    b: str = "col_major"
+    c: str = "col_major"
+
+    @field_validator("a", "b", "c", mode="before")
+    @classmethod
+    def _check(cls, v: object, info) -> str:
+        return _layout(v, info.field_name)
+
+
+class TransposeMode(Operator):
+    """Deprecated: TransposeMode(a, b) with 'N', 'T' or 'C'; use Arrangement instead.
+
+    N is col_major, T is row_major, C is row_major with the matrix conjugated.
+    """
+
+    kind: ClassVar[str] = "TransposeMode"
+    a: str
+    b: str
+
+    @field_validator("a", "b", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> str:
+        if v not in ("N", "T", "C"):
+            raise ValueError(f"must be 'N', 'T' or 'C', got {v!r}")
+        return v  # type: ignore[return-value]
+
+    def model_post_init(self, __context: Any) -> None:
+        layout = {"N": "col_major", "T": "row_major", "C": "row_major"}
+        warnings.warn(
+            f"TransposeMode is deprecated; use Arrangement({layout[self.a]!r}, {layout[self.b]!r})"
+            + (" and conjugate the data" if "C" in (self.a, self.b) else ""),
+            DeprecationWarning, stacklevel=4,
+        )
+
+
+class LeadingDimension(Operator):
+    """LeadingDimension(lda, ldb, ldc) in elements."""
+
+    kind: ClassVar[str] = "LeadingDimension"
+    a: int
+    b: int
+    c: int
+
+    @field_validator("a", "b", "c", mode="before")
+    @classmethod
+    def _positive(cls, v: object, info) -> int:
+        v = _strict_int(v, f"ld{info.field_name}")
+        if v < 1:
+            raise ValueError(f"ld{info.field_name} must be >= 1, got {v}")
+        return v
+
+
+class Alignment(Operator):
+    """Alignment(a, b, c): guaranteed byte alignment of the A, B and C pointers."""
+
+    kind: ClassVar[str] = "Alignment"
+    a: int
+    b: int
+    c: int
+
+    @field_validator("a", "b", "c", mode="before")
+    @classmethod
+    def _check(cls, v: object, info) -> int:
+        v = _strict_int(v, info.field_name)
+        if v < 1 or v & (v - 1):
+            raise ValueError(f"must be a power of two in bytes (1, 2, 4, 8 or 16), got {v}")
+        if v > 16:
+            raise ValueError(f"must be <= 16 bytes, got {v}; use Alignment(16, ...) (MaxAlignment)")
+        return v
+
+
+MaxAlignment = Alignment(16, 16, 16)
+
+
+class SM(Operator):
+    """SM(cc): the architecture whose algorithm to use, as 700, 800, 900..."""
+
+    kind: ClassVar[str] = "SM"
+    value: int
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> int:
+        v = _strict_int(v, "value")
+        if v not in SUPPORTED_SMS:
+            hint = ""
+            if v * 10 in SUPPORTED_SMS:
+                hint = f" (did you mean SM({v * 10})?)"
+            raise ValueError(f"must be one of {list(SUPPORTED_SMS)}, got {v}{hint}")
+        return v
+
+
+class Block(Operator):
+    """Block(): the GEMM is executed by one thread block."""
+
+    kind: ClassVar[str] = "Block"
+
+
+class BlockDim(Operator):
+    """BlockDim(x, y=1, z=1): the threads of the block that run the GEMM."""
+
+    kind: ClassVar[str] = "BlockDim"
+    x: int
+    y: int = 1
+    z: int = 1
+
+    @field_validator("x", "y", "z", mode="before")
+    @classmethod
+    def _check(cls, v: object, info) -> int:
+        v = _strict_int(v, info.field_name)
+        if v < 1:
+            raise ValueError(f"must be >= 1, got {v}")
+        return v
+
+    def model_post_init(self, __context: Any) -> None:
+        total = self.x * self.y * self.z
+        if not 32 <= total <= 1024:
+            raise ValueError(
+                f"BlockDim{(self.x, self.y, self.z)} has {total} threads; "
+                f"a block GEMM needs 32 <= x*y*z <= 1024 threads"
+            )
+
+    @property
+    def threads(self) -> int:
+        return self.x * self.y * self.z
+
+
+OPERATOR_KINDS: tuple[type[Operator], ...] = (
+    Size, Precision, Type, Function, Arrangement, TransposeMode, LeadingDimension,
+    Alignment, SM, Block, BlockDim,
+)

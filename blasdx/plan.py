@@ -1,0 +1,229 @@
+"""From a complete descriptor to a GemmPlan: every decision the kernel needs.
+
+The plan is a frozen value: the instruction, the C++ types, the warp tiling (tensor
+cores) or thread micro-tiles (FMA), the copy vector widths and the shared-memory layout.
+Rendering only prints it; ``explain`` reports it in words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from .descriptor import shared_memory_parts_of
+from .instructions import Instruction
+from .precision import PRECISIONS, short_code
+
+if TYPE_CHECKING:
+    from .descriptor import Descriptor
+
+# Accumulator registers one warp may hold for its output tile.
+MAX_WARP_ACCUMULATOR_REGS = 64
+# Outputs one thread accumulates at a time on the FMA path.
+FMA_MICRO_TILE = {1: (4, 4), 2: (2, 2)}  # by "complexity": 1 real, 2 complex or 64-bit
+
+
+@dataclass(frozen=True)
+class MatrixPlan:
+    """How one matrix is stored and copied: ``outer`` runs of ``inner`` elements ``ld`` apart."""
+
+    name: str  # "a", "b" or "c"
+    precision: str
+    cpp_type: str  # storage element type
+    layout: str  # "row_major" or "col_major"
+    rows: int
+    cols: int
+    ld: int
+    outer: int
+    inner: int
+    element_size: int
+    alignment: int
+    vector_bytes: int  # bytes moved per copy instruction between global and shared
+    smem_offset: int
+    smem_bytes: int
+    conjugate: bool
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """Everything the templates print, decided once from a descriptor."""
+
+    sm: int
+    m: int
+    n: int
+    k: int
+    is_complex: bool
+    a: MatrixPlan
+    b: MatrixPlan
+    c: MatrixPlan
+    instruction: Instruction
+    instruction_reason: str
+    acc_type: str  # accumulator of the FMA path and of the epilogue
+    scalar_type: str  # alpha and beta
+    scalar_precision: str  # precision name of alpha/beta's real part
+    mma_acc_type: str  # accumulator of the mma instruction ("" on FMA)
+    block_dim: tuple[int, int, int]
+    threads: int
+    warps: int
+    tile_m: int  # output tile per warp pass (mma) or per thread (FMA)
+    tile_n: int
+    tiles_m: int
+    tiles_n: int
+    shared_memory_size: int
+    use_cp_async: bool
+
+    @property
+    def tiles(self) -> int:
+        return self.tiles_m * self.tiles_n
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(repr(asdict(self)).encode()).hexdigest()[:8]
+
+    @property
+    def kernel_name(self) -> str:
+        codes = "".join(short_code(getattr(self, x).precision) for x in "abc")
+        arr = "".join(getattr(self, x).layout[0] for x in "abc")
+        kind = "c" if self.is_complex else ""
+        return (f"blasdx_gemm_sm{self.sm}_{kind}{codes}_{self.m}x{self.n}x{self.k}_{arr}"
+                f"_t{self.threads}_{self.digest}")
+
+
+def _accumulator(precisions: dict[str, str]) -> tuple[str, str]:
+    """C++ accumulator type and the precision name of alpha/beta for FMA and epilogue."""
+    infos = [PRECISIONS[p] for p in precisions.values()]
+    c = PRECISIONS[precisions["c"]]
+    if c.is_float:
+        if any(p.name == "float64" for p in infos):
+            return "double", "float64"
+        return "float", "float32"
+    return c.cpp_type, c.name
+
+
+def _vector_bytes(alignment: int, inner_bytes: int, ld_bytes: int) -> int:
+    vec = min(alignment, 16)
+    while inner_bytes % vec or ld_bytes % vec:
+        vec //= 2
+    return vec
+
+
+def _matrix(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> MatrixPlan:
+    m, n, k = desc.size
+    rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[name]
+    layout = getattr(desc.arrangement, name)
+    outer, inner = (cols, rows) if layout == "col_major" else (rows, cols)
+    precision = getattr(desc.precision, name)
+    cpp = PRECISIONS[precision].cpp_type
+    esize = getattr(desc.element_size, name)
+    ld = getattr(desc.leading_dimension, name)
+    align = getattr(desc.alignment, name)
+    conj = {"a": desc.conjugate[0], "b": desc.conjugate[1], "c": False}[name]
+    return MatrixPlan(
+        name=name, precision=precision,
+        cpp_type=f"blasdx::complex<{cpp}>" if desc.is_complex else cpp,
+        layout=layout, rows=rows, cols=cols, ld=ld, outer=outer, inner=inner,
+        element_size=esize, alignment=align,
+        vector_bytes=_vector_bytes(align, inner * esize, ld * esize),
+        smem_offset=offset, smem_bytes=smem_bytes, conjugate=conj and desc.is_complex,
+    )
+
+
+def _warp_tile(instr: Instruction, m: int, n: int, warps: int, acc_regs: int) -> tuple[int, int]:
+    """Instruction tiles (pm, pn) one warp computes per pass.
+
+    Cost model: passes per warp x (pm*pn mma + pm + pn fragment loads); the cheapest
+    tile within the accumulator register budget wins, larger tiles on ties.
+    """
+    tm, tn = math.ceil(m / instr.m), math.ceil(n / instr.n)
+    best: tuple[float, int, int] | None = None
+    for pm in range(1, min(tm, 8) + 1):
+        for pn in range(1, min(tn, 8) + 1):
+            if pm * pn * acc_regs > MAX_WARP_ACCUMULATOR_REGS:
+                continue
+            passes = math.ceil(math.ceil(tm / pm) * math.ceil(tn / pn) / warps)
+            cost = passes * (pm * pn + pm + pn)
+            key = (cost, -pm * pn, pm)
+            if best is None or key < best:
+                best = key
+                choice = (pm, pn)
+    return choice
+
+
+def make_plan(desc: Descriptor) -> GemmPlan:
+    m, n, k = desc.size
+
+    smem = shared_memory_parts_of(desc._ops)
+    offsets = {"a": 0, "b": smem["a"], "c": smem["a"] + smem["b"]}
+    mats = {x: _matrix(desc, x, offsets[x], smem[x]) for x in "abc"}
+    instr, reason = desc._instruction_choice
+    acc, scalar_precision = _accumulator(dict(zip("abc", desc.precision)))
+    if desc.is_complex:
+        scalar = f"blasdx::complex<{acc}>"
+    else:
+        scalar = acc
+    bx, by, bz = desc.block_dim
+    threads = bx * by * bz
+    warps = threads // 32
+    if instr.is_mma:
+        mma_acc = {"mma_f64": "double", "mma_i8": "int"}.get(instr.name, "float")
+        acc_regs = 4  # every instruction here keeps 4 accumulator registers per tile
+        pm, pn = _warp_tile(instr, m, n, warps, acc_regs)
+        tile_m, tile_n = pm * instr.m, pn * instr.n
+    else:
+        mma_acc = ""
+        wide = desc.is_complex or acc in ("double", "long long", "unsigned long long")
+        tile_m, tile_n = FMA_MICRO_TILE[2 if wide else 1]
+        tile_m, tile_n = min(tile_m, m), min(tile_n, n)
+    return GemmPlan(
+        sm=desc.sm, m=m, n=n, k=k, is_complex=desc.is_complex,
+        a=mats["a"], b=mats["b"], c=mats["c"],
+        instruction=instr, instruction_reason=reason,
+        acc_type=acc, scalar_type=scalar, scalar_precision=scalar_precision,
+        mma_acc_type=mma_acc, block_dim=(bx, by, bz), threads=threads, warps=warps,
+        tile_m=tile_m, tile_n=tile_n,
+        tiles_m=math.ceil(m / tile_m), tiles_n=math.ceil(n / tile_n),
+        shared_memory_size=sum(smem.values()),
+        use_cp_async=desc.sm >= 800,
+    )
+
+
+def explain(desc: Descriptor) -> str:
+    """A readable account of the plan: what runs, how it is split, and why."""
+    lines = [f"blasdx GEMM: {desc!r}"]
+    if not desc.is_executable:
+        instr, reason = desc._instruction_choice
+        lines.append(f"instruction: {instr.name} ({reason})")
+        lines.append("incomplete for a kernel: add Block() to plan threads and shared memory")
+        return "\n".join(lines)
+    p = desc.plan
+    m, n, k = p.m, p.n, p.k
+    lines.append(f"kernel: {p.kernel_name}")
+    lines.append(f"instruction: {p.instruction.name} - {p.instruction_reason}")
+    if p.instruction.is_mma:
+        i = p.instruction
+        pad = (f"; edges padded with zeros to {math.ceil(m / i.m) * i.m}x{math.ceil(n / i.n) * i.n}"
+               f"x{math.ceil(k / i.k) * i.k}") if (m % i.m or n % i.n or k % i.k) else ""
+        lines.append(
+            f"warp tiling: {p.warps} warps; each pass computes a {p.tile_m}x{p.tile_n} tile of C "
+            f"({p.tile_m // i.m}x{p.tile_n // i.n} instruction tiles of {i.m}x{i.n}x{i.k}, "
+            f"A/B fragments reused across it); {p.tiles} tiles over {p.warps} warps{pad}"
+        )
+    else:
+        lines.append(
+            f"thread tiling: each of {p.threads} threads accumulates {p.tile_m}x{p.tile_n} outputs "
+            f"in {p.acc_type}; {p.tiles} micro-tiles over {p.threads} threads"
+        )
+    lines.append(f"threads: block_dim {p.block_dim} = {p.threads}"
+                 + ("" if p.block_dim == tuple(desc.suggested_block_dim)
+                    else f" (suggested {tuple(desc.suggested_block_dim)})"))
+    for x in (p.a, p.b, p.c):
+        lines.append(
+            f"{x.name.upper()}: {x.rows}x{x.cols} {x.precision}{' complex' if p.is_complex else ''} "
+            f"{x.layout}, ld {x.ld}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
+            f"bytes, copied {x.vector_bytes} bytes at a time"
+            + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
+        )
+    lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
+    return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""Render a GemmPlan into CUDA source with the Jinja templates.
+
+Python has decided everything in the plan; this module turns the plan into a plain
+context of strings and numbers, and the templates print it. Rendering needs no GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from .errors import DescriptorError
+from .plan import GemmPlan, MatrixPlan
+
+_PTX_TYPE = {"int8": "s8", "uint8": "u8", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def templates_dir() -> Path:
+    """templates/ inside the installed package, else beside it in a source checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "templates", here.parent / "templates"):
+        if (candidate / "gemm.cuh.j2").is_file():
+            return candidate
+    raise FileNotFoundError(f"blasdx templates not found next to {here}; reinstall blasdx")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def _matrix_context(x: MatrixPlan, use_cp_async: bool) -> dict:
+    ctx = asdict(x)
+    ctx["index"] = "r * " + f"ld{x.name}" + " + c" if x.layout == "row_major" else "r + c * " + f"ld{x.name}"
+    ctx["async"] = "true" if use_cp_async and x.vector_bytes >= 4 else "false"
+    return ctx
+
+
+def _context(plan: GemmPlan, name: str) -> dict:
+    instr = plan.instruction
+    ctx = {
+        "name": name,
+        "kernel_name": plan.kernel_name,
+        "description": f"{plan.m}x{plan.n}x{plan.k}, {instr.name}, {plan.threads} threads",
+        "a": _matrix_context(plan.a, plan.use_cp_async),
+        "b": _matrix_context(plan.b, plan.use_cp_async),
+        "c": _matrix_context(plan.c, plan.use_cp_async),
+        "m": plan.m, "n": plan.n, "k": plan.k,
+        "scalar_type": plan.scalar_type,
+        "acc_type": f"blasdx::complex<{plan.acc_type}>" if plan.is_complex else plan.acc_type,
+        "block_dim": plan.block_dim,
+        "threads": plan.threads,
+        "warps": plan.warps,
+        "shared_memory_size": plan.shared_memory_size,
+        "mma": instr.is_mma,
+        "instr": instr.name,
+        "tile_m": plan.tile_m, "tile_n": plan.tile_n,
+        "tiles_m": plan.tiles_m, "tiles_n": plan.tiles_n, "tiles": plan.tiles,
+    }
+    if instr.is_mma:
+        f64 = instr.name == "mma_f64"
+        bits = 32 if instr.name == "mma_tf32" else {"mma_f16": 16, "mma_bf16": 16}.get(instr.name, 8)
+        ctx.update(
+            instruction_ptx=instr.ptx.format(a=_PTX_TYPE.get(plan.a.precision, ""),
+                                             b=_PTX_TYPE.get(plan.b.precision, "")),
+            im=instr.m, in_=instr.n, ik=instr.k,
+            pm=plan.tile_m // instr.m, pn=plan.tile_n // instr.n,
+            frag_type="double" if f64 else "unsigned",
+            mma_acc_type=plan.mma_acc_type,
+            a_regs=1 if f64 else 4, b_regs=1 if f64 else 2, c_vals=2 if f64 else 4,
+            epr=32 // bits,
+            ptx_a=_PTX_TYPE.get(plan.a.precision, ""), ptx_b=_PTX_TYPE.get(plan.b.precision, ""),
+        )
+    return ctx
+
+
+def check_namespace(name: str) -> None:
+    if not isinstance(name, str) or not _IDENTIFIER.match(name) or name == "blasdx":
+        raise DescriptorError(
+            f"device_source name must be a C++ identifier other than 'blasdx', got {name!r}; "
+            f"use for example 'gemm' or 'gemm1'"
+        )
+
+
+def render_common() -> str:
+    """The shared device helpers (types, conversions, mma operands, copies)."""
+    return _environment().get_template("common.cuh.j2").render()
+
+
+def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
+    """Common helpers plus the block GEMM in namespace ``name``, ready to #include."""
+    check_namespace(name)
+    device = _environment().get_template("gemm.cuh.j2").render(**_context(plan, name))
+    return render_common() + "\n" + device
+
+
+def render_kernel(plan: GemmPlan) -> str:
+    """The complete source of the batched kernel behind ``execute()``."""
+    ns = "blasdx_block_gemm"
+    env = _environment()
+    device = env.get_template("gemm.cuh.j2").render(**_context(plan, ns))
+    return env.get_template("kernel.cu.j2").render(
+        common=render_common(), device=device, ns=ns,
+        threads=plan.threads, kernel_name=plan.kernel_name,
+    )

@@ -1,0 +1,138 @@
+"""Every rule that involves more than one operator, in one place.
+
+``check(ops)`` runs each rule whose operators are all present and raises
+``DescriptorError`` (or ``UnsupportedError``) naming the operators, the values, the
+rule and a fix. Rules of a single operator live with the operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .errors import DescriptorError, UnsupportedError
+from .operators import Operator
+from .precision import PRECISIONS
+
+# Per-block shared memory limit of each SM, in KiB (opt-in maximum of the architecture).
+SHARED_MEMORY_LIMIT_KIB: dict[int, int] = {
+    700: 96, 720: 96, 750: 64, 800: 163, 860: 99, 870: 163, 890: 99, 900: 227,
+}
+
+
+def check(ops: Mapping[str, Operator]) -> None:
+    """Run every cross-operator rule whose operators are present in ``ops``."""
+    _check_precision_type(ops)
+    _check_arrangement_transpose(ops)
+    _check_leading_dimension(ops)
+    _check_alignment(ops)
+    _check_block_dim(ops)
+    _check_shared_memory(ops)
+
+
+def _check_precision_type(ops: Mapping[str, Operator]) -> None:
+    prec = ops.get("Precision")
+    if prec is None:
+        return
+    a, b, c = (PRECISIONS[n] for n in (prec.a, prec.b, prec.c))  # type: ignore[attr-defined]
+    names = f"Precision({a.name!r}, {b.name!r}, {c.name!r})"
+    kinds = {p.is_float for p in (a, b, c)}
+    if len(kinds) != 1:
+        raise DescriptorError(
+            f"{names} mixes integer and floating-point precisions; A, B and C must be "
+            f"all floating point or all integers (for example Precision('int8', 'int8', 'int32'))"
+        )
+    if not c.is_float:
+        if (a.signed or b.signed) and not c.signed:
+            raise DescriptorError(
+                f"{names}: A or B is signed, so the accumulator C must be signed too; "
+                f"use {c.name.lstrip('u')!r} for C"
+            )
+        need = max(32, a.bits, b.bits)
+        if c.bits < need:
+            suggestion = f"{'int' if c.signed else 'uint'}{need}"
+            raise DescriptorError(
+                f"{names}: C has {c.bits} bits but a {a.name} x {b.name} accumulator needs at least "
+                f"{need}; use {suggestion!r} for C"
+            )
+    typ = ops.get("Type")
+    if typ is not None and typ.value == "complex":  # type: ignore[attr-defined]
+        unsigned = [p.name for p in (a, b, c) if not p.signed]
+        if unsigned:
+            raise DescriptorError(
+                f"Type('complex') with {names}: complex values cannot have unsigned precisions "
+                f"({', '.join(unsigned)}); use signed ones such as 'int8'/'int32'"
+            )
+
+
+def _check_arrangement_transpose(ops: Mapping[str, Operator]) -> None:
+    if "Arrangement" in ops and "TransposeMode" in ops:
+        raise DescriptorError(
+            f"{ops['Arrangement']!r} and {ops['TransposeMode']!r} both set the memory order; "
+            f"keep only Arrangement (TransposeMode is deprecated)"
+        )
+
+
+def stored_rows(layout: str, rows: int, cols: int) -> int:
+    """The extent a leading dimension must cover: rows for col_major, cols for row_major."""
+    return rows if layout == "col_major" else cols
+
+
+def _check_leading_dimension(ops: Mapping[str, Operator]) -> None:
+    ld, size = ops.get("LeadingDimension"), ops.get("Size")
+    if ld is None or size is None:
+        return
+    from .descriptor import arrangement_of
+
+    arr = arrangement_of(ops)
+    shapes = {"a": (size.m, size.k, "m", "k"), "b": (size.k, size.n, "k", "n"),  # type: ignore[attr-defined]
+              "c": (size.m, size.n, "m", "n")}  # type: ignore[attr-defined]
+    for matrix, (rows, cols, rname, cname) in shapes.items():
+        layout = arr[matrix]
+        need = stored_rows(layout, rows, cols)
+        dim = rname if layout == "col_major" else cname
+        value = getattr(ld, matrix)
+        if value < need:
+            raise DescriptorError(
+                f"LeadingDimension ld{matrix}={value} is too small for {layout} {matrix.upper()} "
+                f"({rows}x{cols}): ld{matrix} must be >= {dim} = {need}; use ld{matrix} >= {need}"
+            )
+
+
+def _check_alignment(ops: Mapping[str, Operator]) -> None:
+    align = ops.get("Alignment")
+    if align is None:
+        return
+    from .descriptor import element_sizes_of
+
+    sizes = element_sizes_of(ops)
+    for matrix in "abc":
+        value, esize = getattr(align, matrix), sizes[matrix]
+        if value % esize:
+            raise DescriptorError(
+                f"Alignment {matrix}={value} bytes is not a multiple of the {matrix.upper()} "
+                f"element size ({esize} bytes); use {max(value, esize)} or more"
+            )
+
+
+def _check_block_dim(ops: Mapping[str, Operator]) -> None:
+    if "BlockDim" in ops and "Block" not in ops:
+        raise DescriptorError(
+            f"{ops['BlockDim']!r} only applies to block execution; add Block() to the descriptor"
+        )
+
+
+def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
+    if not {"Block", "Size", "SM"} <= ops.keys():
+        return
+    from .descriptor import shared_memory_parts_of
+
+    parts = shared_memory_parts_of(ops)
+    total = sum(parts.values())
+    sm = ops["SM"].value  # type: ignore[attr-defined]
+    limit = SHARED_MEMORY_LIMIT_KIB[sm] * 1024
+    if total > limit:
+        raise UnsupportedError(
+            f"the block GEMM needs {total} bytes of shared memory, over SM {sm}'s limit of "
+            f"{limit} bytes per block; use a smaller Size or precision, or a newer SM. "
+            f"Details: A {parts['a']} B, B {parts['b']} B, C {parts['c']} B"
+        )

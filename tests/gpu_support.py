@@ -1,0 +1,148 @@
+"""Helpers of the GPU tests: operands in the descriptor's layout with NaN padding, the
+float64 reference, and the per-precision error bounds of shared/TESTING.md."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from blasdx.precision import PRECISIONS
+
+# Relative Frobenius error bounds by precision (inputs and output); 0 means exact.
+INPUT_BOUND = {"float64": 1e-12, "float32": 1e-5, "tfloat32": 5e-3, "float16": 1e-3,
+               "bfloat16": 1e-2, "float8_e4m3": 7e-2, "float8_e5m2": 7e-2}
+OUTPUT_BOUND = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2,
+                "float8_e4m3": 7e-2, "float8_e5m2": 7e-2, "tfloat32": 5e-3}
+
+
+def bound(desc) -> float:
+    p = desc.precision
+    if not PRECISIONS[p.c].is_float:
+        return 0.0
+    return max(INPUT_BOUND[p.a], INPUT_BOUND[p.b], OUTPUT_BOUND[p.c])
+
+
+def storage_dtype(precision: str) -> np.dtype:
+    name = PRECISIONS[precision].numpy_name
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+def random_values(precision: str, shape, rng, is_complex: bool) -> np.ndarray:
+    """Float64/complex128 values exactly representable in ``precision``."""
+    info = PRECISIONS[precision]
+
+    def one():
+        if info.is_float:
+            x = rng.standard_normal(shape)
+            return x.astype(storage_dtype(precision)).astype(np.float64)
+        lo, hi = (-20, 20) if info.signed else (0, 40)
+        return rng.integers(lo, hi + 1, size=shape).astype(np.float64)
+
+    return one() + 1j * one() if is_complex else one()
+
+
+def poison_value(precision: str):
+    return np.nan if PRECISIONS[precision].is_float else (77 if not PRECISIONS[precision].signed else -77)
+
+
+class Operand:
+    """One matrix (or batch) on the GPU in the descriptor's layout, padding poisoned."""
+
+    def __init__(self, desc, which: str, batch: int | None, values: np.ndarray | None, rng,
+                 ld: int | None = None) -> None:
+        import cupy
+
+        m, n, k = desc.size
+        rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[which]
+        self.precision = getattr(desc.precision, which)
+        self.layout = getattr(desc.arrangement, which)
+        self.ld = ld if ld is not None else getattr(desc.leading_dimension, which)
+        self.is_complex = desc.is_complex
+        nb = 1 if batch is None else batch
+        dtype = storage_dtype(self.precision)
+        native_complex = self.is_complex and dtype.name in ("float32", "float64")
+        outer, inner = (cols, rows) if self.layout == "col_major" else (rows, cols)
+        buf_shape = (nb, outer, self.ld) + ((2,) if self.is_complex and not native_complex else ())
+        poison = poison_value(self.precision)
+        if native_complex:
+            host = np.full(buf_shape, complex(poison, poison), dtype=np.dtype(f"complex{dtype.itemsize * 16}"))
+        else:
+            host = np.full(buf_shape, poison, dtype=np.float64).astype(dtype)
+        self.buffer_host = host
+        if values is None:
+            values = random_values(self.precision, (nb, rows, cols), rng, self.is_complex)
+        self.values = values  # float64/complex128, (nb, rows, cols)
+        stored = values if self.layout == "row_major" else np.swapaxes(values, 1, 2)
+        if native_complex:
+            host[:, :, :inner] = stored
+        elif self.is_complex:
+            host[:, :, :inner, 0] = stored.real.astype(dtype)
+            host[:, :, :inner, 1] = stored.imag.astype(dtype)
+        else:
+            host[:, :, :inner] = stored.astype(dtype)
+        self.buffer = cupy.asarray(host)
+        view = self.buffer[:, :, :inner]
+        if self.layout == "col_major":
+            view = view.swapaxes(1, 2)
+        self.array = view if batch is not None else view[0]
+
+    def result(self) -> np.ndarray:
+        """The logical values now on the GPU, as float64/complex128 (nb, rows, cols)."""
+        host = self.buffer.get()
+        inner = self.values.shape[2] if self.layout == "row_major" else self.values.shape[1]
+        part = host[:, :, :inner]
+        if self.is_complex and part.dtype.kind != "c":
+            part = part[..., 0].astype(np.float64) + 1j * part[..., 1].astype(np.float64)
+        else:
+            part = part.astype(np.complex128 if self.is_complex else np.float64)
+        return part if self.layout == "row_major" else np.swapaxes(part, 1, 2)
+
+    def poison_all(self) -> None:
+        """Fill the whole buffer, logical elements too, with the poison value."""
+        host = self.buffer.get()
+        host[...] = complex(np.nan, np.nan) if host.dtype.kind == "c" else host.dtype.type(poison_value(self.precision))
+        self.buffer.set(host)
+
+    def padding_untouched(self, before: np.ndarray) -> bool:
+        host = self.buffer.get()
+        inner = self.values.shape[2] if self.layout == "row_major" else self.values.shape[1]
+        pad_now, pad_before = host[:, :, inner:], before[:, :, inner:]
+        if pad_now.size == 0:
+            return True
+        return np.array_equal(pad_now.view(np.uint8), pad_before.view(np.uint8))
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    assert np.linalg.norm(ref) > 0, "reference is all zeros: the test data is degenerate"
+    assert np.linalg.norm(out) > 0, "output is all zeros"
+    if not np.all(np.isfinite(out[np.isfinite(ref)])):
+        return float("inf")
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+def run_and_check(desc, rng, batch=3, alpha=1.0, beta=0.0, lds=None, seed=None):
+    """Execute desc on fresh random data; assert the bound; return the relative error."""
+    lds = lds or {}
+    a = Operand(desc, "a", batch, None, rng, lds.get("a"))
+    b = Operand(desc, "b", batch, None, rng, lds.get("b"))
+    c = Operand(desc, "c", batch, None, rng, lds.get("c"))
+    c_before = c.values
+    if beta == 0:  # C must be ignored: poison it whole
+        c.poison_all()
+        c_before = np.zeros_like(c.values)
+    snapshot = c.buffer.get()
+    desc.execute(a.array, b.array, c.array, alpha=alpha, beta=beta)
+    out = c.result()
+    ref = alpha * np.matmul(a.values, b.values) + beta * c_before
+    if desc.conjugate[0] or desc.conjugate[1]:
+        ref = alpha * np.matmul(np.conj(a.values) if desc.conjugate[0] else a.values,
+                                np.conj(b.values) if desc.conjugate[1] else b.values) + beta * c_before
+    err = relative_error(out, ref) if bound(desc) > 0 else float(np.max(np.abs(out - ref)))
+    limit = bound(desc)
+    assert err <= limit, f"{desc!r}: error {err:.3g} > {limit:.3g} (seed {seed}, batch {batch}, alpha {alpha}, beta {beta})"
+    assert c.padding_untouched(snapshot), f"{desc!r}: C's leading-dimension padding was written"
+    return err
