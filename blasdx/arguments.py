@@ -57,6 +57,8 @@ def _from_cupy_or_interface(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ..
         cupy = None
     if cupy is not None and isinstance(x, cupy.ndarray):
         return x.data.ptr, x.shape, x.strides, x.dtype, x.device.id, x
+    if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        return _from_torch(x)
     cai = None
     try:
         cai = x.__cuda_array_interface__
@@ -77,6 +79,31 @@ def _from_cupy_or_interface(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ..
     device_id = _device_of_pointer(ptr)
     strides = tuple(cai["strides"]) if cai.get("strides") else None
     return ptr, tuple(cai["shape"]), strides, dtype, device_id, x
+
+
+def _torch_dtype(dtype: Any) -> np.dtype:
+    name = str(dtype).removeprefix("torch.")
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes
+
+        ml_name = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+                   "bfloat16": "bfloat16"}.get(name)
+        if ml_name is None:
+            raise ArgumentError(f"PyTorch dtype {dtype} is not supported by blasdx") from None
+        return np.dtype(getattr(ml_dtypes, ml_name))
+
+
+def _from_torch(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...], np.dtype, int, Any]:
+    """A PyTorch tensor read through its own API: every dtype (float8 too), no copy."""
+    if not x.is_cuda:
+        raise ArgumentError(
+            f"got a PyTorch tensor on {x.device}; execute() needs GPU tensors: use x.cuda()"
+        )
+    dtype = _torch_dtype(x.dtype)
+    strides = tuple(s * x.element_size() for s in x.stride())
+    return x.data_ptr(), tuple(x.shape), strides, dtype, x.device.index, x
 
 
 def _device_of_pointer(ptr: int) -> int:

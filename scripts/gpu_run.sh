@@ -11,3 +11,6 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import blasdx.compiler as c; c.show_config()"
 python3 -m pytest tests -m gpu -q -n 8 -p no:cacheprovider --junitxml="$OUT/gpu-junit.xml" "$@" 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 60
 python3 scripts/gpu_summary.py "$OUT/gpu-junit.xml"
+if [ -z "${BLASDX_SKIP_BENCH:-}" ]; then
+  python3 benchmarks/bench_gpu.py --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -n 20
+fi

@@ -84,15 +84,24 @@ class Operand:
             host[:, :, :inner, 1] = stored.imag.astype(dtype)
         else:
             host[:, :, :inner] = stored.astype(dtype)
-        self.buffer = cupy.asarray(host)
+        # CuPy has no float8 dtype: float8 data travels as its raw uint8 bytes.
+        self.raw = dtype.name.startswith("float8")
+        self.buffer = cupy.asarray(host.view(np.uint8) if self.raw else host)
         view = self.buffer[:, :, :inner]
         if self.layout == "col_major":
             view = view.swapaxes(1, 2)
         self.array = view if batch is not None else view[0]
 
+    def host(self) -> np.ndarray:
+        host = self.buffer.get()
+        return host.view(self.buffer_host.dtype) if self.raw else host
+
+    def upload(self, host: np.ndarray) -> None:
+        self.buffer.set(host.view(np.uint8) if self.raw else host)
+
     def result(self) -> np.ndarray:
         """The logical values now on the GPU, as float64/complex128 (nb, rows, cols)."""
-        host = self.buffer.get()
+        host = self.host()
         inner = self.values.shape[2] if self.layout == "row_major" else self.values.shape[1]
         part = host[:, :, :inner]
         if self.is_complex and part.dtype.kind != "c":
@@ -103,12 +112,12 @@ class Operand:
 
     def poison_all(self) -> None:
         """Fill the whole buffer, logical elements too, with the poison value."""
-        host = self.buffer.get()
+        host = self.host()
         host[...] = complex(np.nan, np.nan) if host.dtype.kind == "c" else host.dtype.type(poison_value(self.precision))
-        self.buffer.set(host)
+        self.upload(host)
 
     def padding_untouched(self, before: np.ndarray) -> bool:
-        host = self.buffer.get()
+        host = self.host()
         inner = self.values.shape[2] if self.layout == "row_major" else self.values.shape[1]
         pad_now, pad_before = host[:, :, inner:], before[:, :, inner:]
         if pad_now.size == 0:
@@ -134,7 +143,7 @@ def run_and_check(desc, rng, batch=3, alpha=1.0, beta=0.0, lds=None, seed=None):
     if beta == 0:  # C must be ignored: poison it whole
         c.poison_all()
         c_before = np.zeros_like(c.values)
-    snapshot = c.buffer.get()
+    snapshot = c.host()
     desc.execute(a.array, b.array, c.array, alpha=alpha, beta=beta)
     out = c.result()
     ref = alpha * np.matmul(a.values, b.values) + beta * c_before

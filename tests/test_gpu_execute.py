@@ -160,12 +160,12 @@ def test_nan_and_inf_in_inputs_propagate(prec):
     desc = describe(prec, size=(16, 16, 16))
     rng = _rng()
     a, b, c = (Operand(desc, x, None, None, rng) for x in "abc")
-    host = a.buffer.get()
+    host = a.host()
     host[0, 0, 0] = np.nan  # one element of A: row 0 (row-major) poisons row 0 of C
-    a.buffer.set(host)
-    host = b.buffer.get()
+    a.upload(host)
+    host = b.host()
     host[0, 3, 0] = np.inf  # B col-major: element (0, 3) makes column 3 infinite or NaN
-    b.buffer.set(host)
+    b.upload(host)
     desc.execute(a.array, b.array, c.array)
     out = c.result()[0]
     assert np.all(np.isnan(out[0, :])), "NaN in A must reach its row of C"

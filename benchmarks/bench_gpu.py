@@ -1,0 +1,138 @@
+"""GPU benchmarks of blasdx (issue 5): batched execute against the copy bandwidth and
+cupy.matmul, and execute()'s host overhead against a bare launch. One run, random data,
+correctness checked before timing, CUDA events, median of repeats. Prints one table.
+
+    python benchmarks/bench_gpu.py [--gib 1.0] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import cupy
+import numpy as np
+
+import blasdx
+from blasdx import SM, Arrangement, Block, Precision, Size
+
+CASES = [  # (m, n, k), (a, b, c)
+    ((32, 32, 32), ("float16", "float16", "float16")),
+    ((64, 64, 64), ("float16", "float16", "float16")),
+    ((128, 128, 64), ("float16", "float16", "float16")),
+    ((64, 64, 64), ("float16", "float16", "float32")),
+    ((32, 32, 32), ("float32", "float32", "float32")),
+    ((64, 64, 64), ("float32", "float32", "float32")),
+    ((16, 16, 16), ("float64", "float64", "float64")),
+    ((32, 32, 32), ("float64", "float64", "float64")),
+]
+
+
+def time_ms(fn, repeats=20, warmup=3) -> float:
+    for _ in range(warmup):
+        fn()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def copy_bandwidth(nbytes: int) -> float:
+    src = cupy.random.random(nbytes // 8)
+    dst = cupy.empty_like(src)
+    ms = time_ms(lambda: dst.__setitem__(Ellipsis, src))
+    return 2 * src.nbytes / ms / 1e6  # GB/s, read + write
+
+
+def batched_case(size, prec, gib: float) -> dict:
+    m, n, k = size
+    a_p, b_p, c_p = prec
+    desc = Size(m, n, k) + Precision(a_p, b_p, c_p) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+    isz = {"float16": 2, "float32": 4, "float64": 8}
+    per_item = m * k * isz[a_p] + k * n * isz[b_p] + 2 * m * n * isz[c_p]
+    batch = max(1, int(gib * 2**30) // per_item)
+    a = cupy.random.standard_normal((batch, m, k), dtype=np.float32).astype(a_p)
+    b = cupy.random.standard_normal((batch, k, n), dtype=np.float32).astype(b_p)
+    c = cupy.random.standard_normal((batch, m, n), dtype=np.float32).astype(c_p)
+    c0 = c.copy()
+    desc.execute(a, b, c, alpha=1.0, beta=0.5)
+    ref = cupy.matmul(a[:256].astype(np.float64), b[:256].astype(np.float64)) + 0.5 * c0[:256].astype(np.float64)
+    err = float(cupy.linalg.norm(c[:256].astype(np.float64) - ref) / cupy.linalg.norm(ref))
+    bound = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[c_p if c_p != "float32" or a_p == "float32" else "float16"]
+    assert err < bound, (size, prec, err)
+    ms = time_ms(lambda: desc.execute(a, b, c, alpha=1.0, beta=0.5))
+    gbs = per_item * batch / ms / 1e6
+    mm = None
+    if a_p == b_p == c_p:
+        out = cupy.empty_like(c)
+        mm_ms = time_ms(lambda: cupy.matmul(a, b, out=out))
+        mm = (m * k * isz[a_p] + k * n * isz[b_p] + m * n * isz[c_p]) * batch / mm_ms / 1e6
+        mm_time = mm_ms
+    return {"case": f"{m}x{n}x{k} {a_p[:1]}{isz[a_p]*8}->{c_p[:1]}{isz[c_p]*8}", "batch": batch, "ms": ms,
+            "GB/s": gbs, "matmul GB/s": mm, "matmul ms": mm_time if mm else None, "rel err": err,
+            "kernel": desc.plan.kernel_name}
+
+
+def host_overhead() -> dict:
+    desc = Size(16, 16, 16) + Precision("float32") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+    a = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
+    b = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
+    c = cupy.zeros((2, 16, 16), dtype=np.float32)
+    desc.execute(a, b, c)
+    kernel = desc.compile()
+    args = (np.uint64(a.data.ptr), np.uint64(b.data.ptr), np.uint64(c.data.ptr), np.float32(1), np.float32(0),
+            np.int64(2), np.int64(256), np.int64(256), np.int64(256))
+    stream = cupy.cuda.get_current_stream()
+
+    def per_call(fn, n=3000):
+        for _ in range(200):
+            fn()
+        cupy.cuda.Device().synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        cupy.cuda.Device().synchronize()
+        return (time.perf_counter() - t) / n * 1e6
+
+    bare = per_call(lambda: kernel.function((2, 1, 1), kernel.compiled.block_dim, args,
+                                            shared_mem=kernel.compiled.shared_memory_size, stream=stream))
+    ours = per_call(lambda: desc.execute(a, b, c))
+    return {"execute us": ours, "bare launch us": bare, "ratio": ours / bare}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gib", type=float, default=1.0)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    device = props["name"].decode()
+    copy = copy_bandwidth(int(args.gib * 2**30))
+    rows = [batched_case(size, prec, args.gib) for size, prec in CASES]
+    overhead = host_overhead()
+    result = {"device": device, "date": time.strftime("%Y-%m-%d"), "blasdx": blasdx.__version__,
+              "cupy": cupy.__version__, "copy GB/s": copy, "batched": rows, "host": overhead}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+    print(f"\n{device}, {result['date']}, blasdx {blasdx.__version__}, cupy {cupy.__version__}")
+    print(f"device-to-device copy: {copy:.0f} GB/s (read + write)")
+    print(f"{'case':22} {'batch':>8} {'GB/s':>7} {'of copy':>8} {'matmul':>8} {'vs matmul':>9}")
+    for r in rows:
+        mm = r["matmul GB/s"]
+        vs = f"{r['ms'] and (r['matmul ms'] / r['ms']):8.2f}x" if mm else "      -"
+        print(f"{r['case']:22} {r['batch']:8d} {r['GB/s']:7.0f} {r['GB/s'] / copy:8.0%} "
+              f"{(f'{mm:8.0f}' if mm else '       -')} {vs:>9}")
+    print(f"host overhead: execute {overhead['execute us']:.1f} us/call, bare launch "
+          f"{overhead['bare launch us']:.1f} us/call, ratio {overhead['ratio']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
