@@ -1,0 +1,135 @@
+"""shared/TESTING.md's descriptor-time bad-input catalogue (entries 1-13): each input
+raises the named error with a message that says what to fix. Unit tier, no GPU."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+import blasdx
+from blasdx import (
+    SM, Alignment, Arrangement, Block, BlockDim, DescriptorError, IncompleteDescriptorError, LeadingDimension,
+    Precision, Size, TransposeMode, Type, UnsupportedError,
+)
+
+
+def _tm(a, b):
+    with pytest.warns(DeprecationWarning):
+        return TransposeMode(a, b)
+
+
+CASES = [
+    # 1. sizes
+    ("size zero", lambda: Size(0, 8, 8), DescriptorError, r"Size.m: m must be >= 1, got 0"),
+    ("size negative", lambda: Size(8, -1, 8), DescriptorError, r"Size.n: n must be >= 1, got -1"),
+    ("size float", lambda: Size(8.0, 8, 8), DescriptorError, r"Size.m: m must be an int, got 8.0 of type float"),
+    ("size bool", lambda: Size(8, 8, True), DescriptorError, r"Size.k: k must be an int, got True of type bool"),
+    ("size too many args", lambda: Size(1, 2, 3, 4), DescriptorError, r"Size takes at most 3 arguments"),
+    ("size unknown keyword", lambda: Size(m=1, n=2, q=3), DescriptorError, r"Size.q is not an argument of Size \(arguments: m, n, k\)"),
+    # 2. precisions
+    ("precision float128", lambda: Precision("float128"), DescriptorError, r"unknown precision 'float128'; use one of \["),
+    ("precision bool dtype", lambda: Precision(bool), DescriptorError, r"unsupported dtype 'bool'"),
+    ("precision complex64", lambda: Precision("complex64"), DescriptorError, r"Type\('complex'\)"),
+    ("precision complex dtype", lambda: Precision(__import__("numpy").complex64), DescriptorError,
+     r"'complex64' is complex; use Precision\('float32'\) with Type\('complex'\)"),
+    ("precision object", lambda: Precision(object()), DescriptorError, r"precision must be a name or a NumPy dtype"),
+    # 3. precision combinations
+    ("int/float mix", lambda: Precision("int8", "int8", "float32") + SM(800), DescriptorError,
+     r"mixes integer and floating-point precisions"),
+    ("signed inputs, unsigned accumulator", lambda: Precision("int8", "int8", "uint32") + SM(800), DescriptorError,
+     r"A or B is signed, so the accumulator C must be signed too; use 'int32' for C"),
+    ("narrow accumulator", lambda: Precision("int32", "int32", "int8") + SM(800), DescriptorError,
+     r"C has 8 bits but a int32 x int32 accumulator needs at least 32; use 'int32' for C"),
+    ("int64 inputs need int64", lambda: Precision("int64", "int64", "int32") + SM(800), DescriptorError,
+     r"needs at least 64; use 'int64'"),
+    # 4. type
+    ("type typo", lambda: Type("reall"), DescriptorError, r"Type.value: must be 'real' or 'complex', got 'reall'"),
+    ("complex unsigned", lambda: Type("complex") + Precision("uint8", "uint8", "uint32"), DescriptorError,
+     r"complex values cannot have unsigned precisions \(uint8, uint8, uint32\)"),
+    # 5. arrangement
+    ("arrangement hyphen", lambda: Arrangement("row-major"), DescriptorError, r"did you mean 'row_major'\?"),
+    ("arrangement arity", lambda: Arrangement("row_major", "col_major", "row_major", "col_major"), DescriptorError,
+     r"Arrangement takes at most 3 arguments"),
+    ("arrangement with transpose mode", lambda: Arrangement("row_major") + _tm("N", "N"), DescriptorError,
+     r"both set the memory order; keep only Arrangement"),
+    ("transpose mode letter", lambda: TransposeMode("X", "N"), DescriptorError, r"must be 'N', 'T' or 'C'"),
+    # 6. leading dimensions
+    ("lda < m col-major", lambda: Size(16, 8, 8) + Arrangement("col_major") + LeadingDimension(15, 8, 16), DescriptorError,
+     r"lda=15 is too small for col_major A \(16x8\): lda must be >= m = 16"),
+    ("lda < k row-major", lambda: Size(16, 8, 12) + Arrangement("row_major") + LeadingDimension(11, 12, 16), DescriptorError,
+     r"lda=11 is too small for row_major A \(16x12\): lda must be >= k = 12"),
+    ("ldb < k col-major", lambda: Size(8, 8, 12) + LeadingDimension(12, 11, 8), DescriptorError,
+     r"ldb=11 is too small for col_major B \(12x8\): ldb must be >= k = 12"),
+    ("ldb < n row-major", lambda: Size(8, 9, 8) + Arrangement("row_major", "row_major") + LeadingDimension(8, 8, 8),
+     DescriptorError, r"ldb=8 is too small for row_major B \(8x9\): ldb must be >= n = 9"),
+    ("ldc < m col-major", lambda: Size(10, 8, 8) + LeadingDimension(8, 8, 9), DescriptorError,
+     r"ldc=9 is too small for col_major C \(10x8\): ldc must be >= m = 10"),
+    ("ldc < n row-major", lambda: Size(8, 10, 8) + Arrangement("row_major", "col_major", "row_major") + LeadingDimension(8, 8, 9),
+     DescriptorError, r"ldc=9 is too small for row_major C \(8x10\): ldc must be >= n = 10"),
+    ("ld zero", lambda: LeadingDimension(0, 8, 8), DescriptorError, r"lda must be >= 1, got 0"),
+    ("ld negative", lambda: LeadingDimension(8, 8, -4), DescriptorError, r"ldc must be >= 1, got -4"),
+    # 7. alignment
+    ("alignment 3", lambda: Alignment(3, 16, 16), DescriptorError, r"must be a power of two in bytes"),
+    ("alignment 32", lambda: Alignment(32, 16, 16), DescriptorError, r"must be <= 16 bytes, got 32"),
+    ("alignment below element", lambda: Alignment(2, 16, 16) + Precision("float32"), DescriptorError,
+     r"Alignment a=2 bytes is not a multiple of the A element size \(4 bytes\); use 4 or more"),
+    ("alignment below complex element", lambda: Alignment(8, 8, 8) + Precision("float64") + Type("complex"),
+     DescriptorError, r"A element size \(16 bytes\)"),
+    # 8. SM
+    ("sm 86", lambda: SM(86), DescriptorError, r"did you mean SM\(860\)\?"),
+    ("sm 500", lambda: SM(500), DescriptorError, r"must be one of \[700, 720, 750, 800, 860, 870, 890, 900\], got 500"),
+    ("sm 0", lambda: SM(0), DescriptorError, r"got 0"),
+    # 9. block dim
+    ("block dim 16", lambda: BlockDim(16), DescriptorError, r"has 16 threads; a block GEMM needs 32 <= x\*y\*z <= 1024"),
+    ("block dim 1025", lambda: BlockDim(1025), DescriptorError, r"has 1025 threads"),
+    ("block dim 0", lambda: BlockDim(0), DescriptorError, r"BlockDim.x: must be >= 1, got 0"),
+    ("block dim 3-D too big", lambda: BlockDim(16, 16, 8), DescriptorError, r"has 2048 threads"),
+    ("block dim without block", lambda: Size(8, 8, 8) + BlockDim(64), DescriptorError, r"add Block\(\) to the descriptor"),
+    # 10. composition
+    ("same operator twice", lambda: Size(8, 8, 8) + Size(4, 4, 4), DescriptorError,
+     r"Size is already set to Size\(8, 8, 8\); cannot add Size\(4, 4, 4\)\. Use descriptor.replace"),
+    ("same operator twice via descriptors", lambda: (Size(8, 8) + SM(800)) + (SM(900) + Block()), DescriptorError,
+     r"SM is already set to SM\(800\)"),
+    ("operator plus int", lambda: Size(8, 8, 8) + 3, TypeError, r"unsupported operand"),
+    ("int plus operator", lambda: 3 + Size(8, 8, 8), TypeError, r"unsupported operand"),
+    ("descriptor plus string", lambda: (Size(8, 8) + SM(800)) + "Block", TypeError, r"unsupported operand"),
+    # 11. incomplete descriptors
+    ("trait without size", lambda: (Precision("float16") + SM(900)).size, IncompleteDescriptorError,
+     r"size needs the Size operator, which this descriptor lacks; add it, for example \+ Size\(64, 64, 64\)"),
+    ("execute without block", lambda: (Size(8, 8, 8) + SM(900)).execute(None, None, None), IncompleteDescriptorError,
+     r"execute needs the Block operator"),
+    ("compile without sm", lambda: (Size(8, 8, 8) + Block()).compile(arch=900), IncompleteDescriptorError,
+     r"needs the SM operator"),
+    # 12. shared memory
+    ("shared memory over SM 900", lambda: Size(128, 128, 192) + Precision("float32") + SM(900) + Block(), UnsupportedError,
+     r"needs 262144 bytes of shared memory, over SM 900's limit of 232448 bytes per block.*A 98304 B"),
+    ("shared memory over SM 750", lambda: Size(64, 64, 64) + Precision("float64") + SM(750) + Block(), UnsupportedError,
+     r"over SM 750's limit of 65536 bytes"),
+    # 13. NVRTC arch
+    ("arch the installed nvrtc lacks", lambda: (Size(8, 8, 8) + SM(700) + Block()).compile(arch=710), UnsupportedError,
+     r"NVRTC \d+\.\d+ cannot compile for SM 710; it supports \["),
+    ("arch older than the descriptor", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=800), UnsupportedError,
+     r"arch 800 is older than the descriptor's SM\(900\)"),
+    ("device_source name", lambda: (Size(8, 8, 8) + SM(900) + Block()).device_source("not valid"), DescriptorError,
+     r"must be a C\+\+ identifier"),
+]
+
+
+@pytest.mark.parametrize("build,error,pattern", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_descriptor_input_raises_with_a_fix(build, error, pattern):
+    with pytest.raises(error, match=pattern) as info:
+        build()
+    assert not isinstance(info.value, pydantic.ValidationError)
+    if issubclass(error, blasdx.BlasdxError):
+        assert isinstance(info.value, ValueError)
+
+
+def test_error_hierarchy_matches_design():
+    from blasdx.errors import (
+        ArgumentError, BlasdxError, CompileError, DescriptorError, DeviceError, IncompleteDescriptorError, UnsupportedError,
+    )
+
+    assert issubclass(DescriptorError, BlasdxError) and issubclass(DescriptorError, ValueError)
+    assert issubclass(IncompleteDescriptorError, DescriptorError) and issubclass(UnsupportedError, DescriptorError)
+    assert issubclass(ArgumentError, BlasdxError) and issubclass(ArgumentError, ValueError)
+    assert issubclass(CompileError, RuntimeError) and issubclass(DeviceError, RuntimeError)

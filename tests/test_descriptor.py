@@ -1,0 +1,244 @@
+"""Operators, composition, defaults and traits (unit tier: pure Python)."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import blasdx
+from blasdx import (
+    SM, Alignment, Arrangement, Block, BlockDim, Descriptor, Function, IncompleteDescriptorError,
+    LeadingDimension, MaxAlignment, Precision, Size, TransposeMode, Type,
+)
+from blasdx.operators import Operator
+
+OPERATORS = [
+    Size(64, 32, 16), Size(8, 16), Precision("float16", "float16", "float32"), Precision("int8", "int8", "int32"),
+    Type("complex"), Function("MM"), Arrangement("col_major", "row_major", "row_major"),
+    LeadingDimension(70, 40, 80), Alignment(16, 8, 4), SM(900), SM(700), Block(), BlockDim(16, 8, 2),
+]
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=repr)
+def test_repr_evaluates_back_to_an_equal_hashable_operator(op):
+    again = eval(repr(op), vars(blasdx))
+    assert again == op and hash(again) == hash(op)
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=repr)
+def test_operators_are_immutable(op):
+    field = next(iter(type(op).model_fields), None)
+    if field is None:
+        pytest.skip("Block has no fields")
+    with pytest.raises(Exception):  # pydantic's frozen-instance error
+        setattr(op, field, 1)
+
+
+def test_keyword_and_positional_arguments_agree():
+    assert Size(m=4, n=5, k=6) == Size(4, 5, 6)
+    assert Size(4, 5).k == 1
+    assert Precision("half") == Precision("float16", "float16", "float16")
+    assert Precision(np.float16, np.float32, np.float32) == Precision("float16", "float32", "float32")
+
+
+def test_ml_dtypes_are_precisions():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    assert Precision(ml_dtypes.bfloat16).a == "bfloat16"
+    assert Precision(ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.float32).b == "float8_e5m2"
+
+
+def test_max_alignment_is_sixteen_bytes():
+    assert MaxAlignment == Alignment(16, 16, 16)
+
+
+def _mission_example():
+    return Size(8, 16, 32) + Precision("float16", "float16", "float32") + SM(800) + Block()
+
+
+def test_the_mission_example_is_complete_and_executable():
+    desc = _mission_example()
+    assert isinstance(desc, Descriptor) and desc.is_complete and desc.is_executable
+
+
+def test_composition_order_does_not_matter():
+    ops = [Size(64, 64, 64), Precision("float16"), Arrangement("row_major", "col_major", "row_major"), SM(900), Block()]
+    descs = {repr(sum(perm[1:], perm[0])) for perm in itertools.permutations(ops)}
+    assert len(descs) == 1
+    first = sum(ops[1:], ops[0])
+    assert first == sum(reversed(ops[:-1]), ops[-1]) and hash(first) == hash(sum(reversed(ops[:-1]), ops[-1]))
+
+
+def test_descriptor_repr_evaluates_back():
+    desc = _mission_example() + Arrangement("col_major", "col_major", "row_major") + LeadingDimension(8, 40, 16)
+    assert eval(repr(desc), vars(blasdx)) == desc
+
+
+def test_descriptor_plus_descriptor():
+    assert (Size(8, 8, 8) + SM(800)) + (Precision("float64") + Block()) == Size(8, 8, 8) + SM(800) + Precision("float64") + Block()
+
+
+def test_replace_swaps_one_operator_and_keeps_the_original():
+    desc = _mission_example()
+    newer = desc.replace(SM(900))
+    assert newer.sm == 900 and desc.sm == 800
+    assert newer.size == desc.size
+
+
+def test_defaults_follow_cublasdx():
+    desc = Size(8, 16) + SM(800)
+    assert desc.size == (8, 16, 1)
+    assert desc.precision == ("float32", "float32", "float32")
+    assert desc.type == "real" and desc.function == "MM"
+    assert desc.arrangement == ("row_major", "col_major", "col_major")
+    # tight: row-major A (8x1) -> k, col-major B (1x16) -> k, col-major C (8x16) -> m
+    assert desc.leading_dimension == (1, 1, 8)
+    assert desc.alignment == (4, 4, 4)
+    assert not desc.is_executable
+
+
+def test_complex_elements_double_in_size_and_alignment():
+    desc = Size(4, 4, 4) + Precision("float64") + Type("complex") + SM(800)
+    assert desc.element_size == (16, 16, 16) and desc.alignment == (16, 16, 16)
+    half = Size(4, 4, 4) + Precision("float16") + Type("complex") + SM(800)
+    assert half.alignment == (4, 4, 4)
+
+
+def test_leading_dimension_trait_follows_arrangement():
+    desc = Size(30, 31, 33) + Arrangement("col_major", "row_major", "row_major") + SM(900)
+    assert desc.leading_dimension == (30, 31, 31)
+    assert (desc + LeadingDimension(32, 40, 64)).leading_dimension == (32, 40, 64)
+
+
+def test_suggested_leading_dimension_pads_against_bank_conflicts():
+    desc = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900)
+    # 64 halves = 128 bytes, a multiple of 128: grown by 16 bytes (8 halves)
+    assert desc.suggested_leading_dimension == (72, 72, 72)
+    odd = Size(30, 31, 33) + Precision("float32") + SM(900)
+    # row-major A: 33 -> 36 (16-byte multiple); col-major B: 33 -> 36; col-major C: 30 -> 32 (128 B) -> 36
+    assert odd.suggested_leading_dimension == (36, 36, 36)
+    for ld, tight in zip(odd.suggested_leading_dimension, odd.leading_dimension):
+        assert ld >= tight
+
+
+def test_suggested_block_dim_formula():
+    tc = Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(900) + Block()
+    assert tc.suggested_block_dim == (128, 1, 1)  # 4096 outputs / 32 per thread
+    assert tc.block_dim == tc.suggested_block_dim and tc.max_threads_per_block == 128
+    assert (Size(128, 128, 64) + Precision("float16") + SM(900)).suggested_block_dim == (256, 1, 1)  # capped
+    assert (Size(8, 8, 8) + SM(900)).suggested_block_dim == (32, 1, 1)  # at least a warp
+    fma = Size(64, 64, 64) + Precision("float32") + SM(900)
+    assert fma.suggested_block_dim == (256, 1, 1)  # 4096 / 16 per thread
+
+
+def test_block_dim_operator_overrides_the_suggestion():
+    desc = _mission_example() + BlockDim(16, 8)
+    assert desc.block_dim == (16, 8, 1) and desc.max_threads_per_block == 128
+
+
+def test_shared_memory_size_formula():
+    desc = Size(30, 31, 33) + Precision("float16", "float16", "float32") + Arrangement("row_major", "col_major", "row_major") + SM(900)
+    # A 30 rows x ld 33 halves = 1980 B -> 1984; B 31 cols x ld 33 halves = 2046 -> 2048; C 30 x 31 floats = 3720 -> 3728
+    assert desc.shared_memory_size == 1984 + 2048 + 3728
+
+
+def test_largest_fitting_size_passes_and_the_next_raises():
+    base = Precision("float32") + SM(900) + Block()
+    # A 128x160 + B 160x128 + C 128x128 floats: 229376 bytes fit in 227 KiB (232448)
+    assert (Size(128, 128, 160) + base).shared_memory_size == (2 * 128 * 160 + 128 * 128) * 4 == 229376
+    with pytest.raises(blasdx.UnsupportedError,
+                       match=r"needs 262144 bytes of shared memory, over SM 900's limit of 232448 .*"
+                             r"Details: A 98304 B, B 98304 B, C 65536 B"):
+        Size(128, 128, 192) + Precision("float32") + SM(900) + Block()
+
+
+@pytest.mark.parametrize("sm,limit_kib", [(700, 96), (750, 64), (800, 163), (860, 99), (870, 163), (890, 99), (900, 227)])
+def test_shared_memory_limit_per_sm(sm, limit_kib):
+    fits = Size(64, 64, 64) + Precision("float64") + SM(sm)
+    need = fits.shared_memory_size  # 96 KiB
+    if need <= limit_kib * 1024:
+        assert (fits + Block()).is_executable
+    else:
+        with pytest.raises(blasdx.UnsupportedError, match=f"limit of {limit_kib * 1024} bytes"):
+            fits + Block()
+
+
+@pytest.mark.parametrize("prec,sm,instr", [
+    (("float16", "float16", "float32"), 700, "mma_f16"),
+    (("float16", "float16", "float16"), 900, "mma_f16"),
+    (("bfloat16", "bfloat16", "float32"), 750, "fma"),
+    (("bfloat16", "bfloat16", "float32"), 800, "mma_bf16"),
+    (("tfloat32", "tfloat32", "float32"), 800, "mma_tf32"),
+    (("float64", "float64", "float64"), 800, "mma_f64"),
+    (("float64", "float64", "float64"), 750, "fma"),
+    (("int8", "int8", "int32"), 800, "mma_i8"),
+    (("uint8", "int8", "int32"), 860, "mma_i8"),
+    (("float8_e4m3", "float8_e5m2", "float32"), 890, "mma_fp8"),
+    (("float8_e4m3", "float8_e5m2", "float32"), 800, "fma"),
+    (("float32", "float32", "float32"), 900, "fma"),
+    (("int16", "int16", "int32"), 900, "fma"),
+])
+def test_instruction_table(prec, sm, instr):
+    desc = Size(32, 32, 32) + Precision(*prec) + SM(sm) + Block()
+    assert desc.instruction.name == instr
+    assert instr in desc.explain()
+
+
+def test_complex_uses_fma_and_explain_says_why():
+    desc = Size(16, 16, 16) + Precision("float16") + Type("complex") + SM(900) + Block()
+    assert desc.instruction.name == "fma"
+    assert "complex GEMMs use FMA" in desc.explain()
+
+
+def test_explain_reports_tiling_threads_and_shared_memory():
+    text = (_mission_example() + BlockDim(64)).explain()
+    for part in ("kernel: blasdx_gemm_sm800_f16f16f32_8x16x32", "instruction: mma_f16", "warp tiling",
+                 "threads: block_dim (64, 1, 1) = 64 (suggested (32, 1, 1))", "shared memory:"):
+        assert part in text, part
+
+
+def test_explain_on_a_descriptor_without_block_says_what_is_missing():
+    assert "add Block()" in (Size(8, 8, 8) + SM(900)).explain()
+
+
+@pytest.mark.parametrize("trait,needs", [
+    ("size", "Size"), ("leading_dimension", "Size"), ("shared_memory_size", "Size"), ("sm", "SM"),
+    ("block_dim", "Block"), ("source", "Block"), ("suggested_block_dim", "SM"),
+])
+def test_traits_name_the_missing_operator(trait, needs):
+    desc = Precision("float16") + Arrangement("row_major")
+    if needs != "Size":
+        desc = desc + Size(8, 8, 8)
+    if needs == "Block":
+        desc = desc + SM(900)
+    with pytest.raises(IncompleteDescriptorError, match=f"needs the {needs} operator.*add it"):
+        getattr(desc, trait)
+
+
+def test_execute_on_an_incomplete_descriptor_names_the_missing_operator():
+    with pytest.raises(IncompleteDescriptorError, match="execute needs the SM operator"):
+        (Size(8, 8, 8) + Block()).execute(None, None, None)
+    with pytest.raises(IncompleteDescriptorError, match="needs the Block operator"):
+        (Size(8, 8, 8) + SM(900)).execute(None, None, None)
+
+
+def test_transpose_mode_warns_and_maps_to_arrangement():
+    with pytest.warns(DeprecationWarning, match=r"use Arrangement\('row_major', 'col_major'\) and conjugate"):
+        tm = TransposeMode("C", "N")
+    desc = Size(4, 4, 4) + Type("complex") + tm + SM(900)
+    assert desc.arrangement == ("row_major", "col_major", "col_major")
+    assert desc.conjugate == (True, False)
+
+
+def test_operator_kinds_cover_design():
+    names = {cls.__name__ for cls in Operator.__subclasses__()}
+    assert names >= {"Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode", "LeadingDimension",
+                     "Alignment", "SM", "Block", "BlockDim"}
+
+
+def test_no_warning_for_plain_operators():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _mission_example()
