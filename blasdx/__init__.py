@@ -1,5 +1,6 @@
 """blasdx: cuBLASDx's block-level GEMM for Python, compiled at run time with NVRTC."""
 
+from .compiler import show_config
 from .descriptor import Descriptor
 from .errors import (
     ArgumentError,
@@ -31,5 +32,5 @@ __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
     "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
     "BlasdxError", "DescriptorError", "IncompleteDescriptorError", "UnsupportedError",
-    "ArgumentError", "DeviceError", "CompileError", "__version__",
+    "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
 ]

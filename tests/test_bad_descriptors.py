@@ -8,8 +8,19 @@ import pytest
 
 import blasdx
 from blasdx import (
-    SM, Alignment, Arrangement, Block, BlockDim, DescriptorError, IncompleteDescriptorError, LeadingDimension,
-    Precision, Size, TransposeMode, Type, UnsupportedError,
+    SM,
+    Alignment,
+    Arrangement,
+    Block,
+    BlockDim,
+    DescriptorError,
+    IncompleteDescriptorError,
+    LeadingDimension,
+    Precision,
+    Size,
+    TransposeMode,
+    Type,
+    UnsupportedError,
 )
 
 
@@ -126,7 +137,13 @@ def test_bad_descriptor_input_raises_with_a_fix(build, error, pattern):
 
 def test_error_hierarchy_matches_design():
     from blasdx.errors import (
-        ArgumentError, BlasdxError, CompileError, DescriptorError, DeviceError, IncompleteDescriptorError, UnsupportedError,
+        ArgumentError,
+        BlasdxError,
+        CompileError,
+        DescriptorError,
+        DeviceError,
+        IncompleteDescriptorError,
+        UnsupportedError,
     )
 
     assert issubclass(DescriptorError, BlasdxError) and issubclass(DescriptorError, ValueError)

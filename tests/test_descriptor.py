@@ -6,12 +6,25 @@ import itertools
 import warnings
 
 import numpy as np
+import pydantic
 import pytest
 
 import blasdx
 from blasdx import (
-    SM, Alignment, Arrangement, Block, BlockDim, Descriptor, Function, IncompleteDescriptorError,
-    LeadingDimension, MaxAlignment, Precision, Size, TransposeMode, Type,
+    SM,
+    Alignment,
+    Arrangement,
+    Block,
+    BlockDim,
+    Descriptor,
+    Function,
+    IncompleteDescriptorError,
+    LeadingDimension,
+    MaxAlignment,
+    Precision,
+    Size,
+    TransposeMode,
+    Type,
 )
 from blasdx.operators import Operator
 
@@ -28,12 +41,10 @@ def test_repr_evaluates_back_to_an_equal_hashable_operator(op):
     assert again == op and hash(again) == hash(op)
 
 
-@pytest.mark.parametrize("op", OPERATORS, ids=repr)
+@pytest.mark.parametrize("op", [op for op in OPERATORS if type(op).model_fields], ids=repr)
 def test_operators_are_immutable(op):
-    field = next(iter(type(op).model_fields), None)
-    if field is None:
-        pytest.skip("Block has no fields")
-    with pytest.raises(Exception):  # pydantic's frozen-instance error
+    field = next(iter(type(op).model_fields))
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         setattr(op, field, 1)
 
 

@@ -1,0 +1,304 @@
+// blasdx common device code: element types, conversions, complex arithmetic, mma.
+// Included once per translation unit, however many block GEMMs it holds.
+#ifndef BLASDX_COMMON_CUH
+#define BLASDX_COMMON_CUH
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+namespace blasdx {
+
+template <class T>
+struct alignas(2 * sizeof(T)) complex {
+  using value_type = T;
+  T x, y;
+};
+
+template <class T> struct is_complex { static constexpr bool value = false; };
+template <class T> struct is_complex<complex<T>> { static constexpr bool value = true; };
+
+template <class T> struct is_narrow_float { static constexpr bool value = false; };
+template <> struct is_narrow_float<__half> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_bfloat16> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_fp8_e4m3> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_fp8_e5m2> { static constexpr bool value = true; };
+
+// Value conversion between storage, accumulator and scalar types. Narrow floating-point
+// types go through float; complex converts part by part.
+template <class To, class From>
+__device__ __forceinline__ To convert(const From& v) {
+  if constexpr (is_complex<To>::value && is_complex<From>::value) {
+    using T = typename To::value_type;
+    return To{convert<T>(v.x), convert<T>(v.y)};
+  } else if constexpr (is_complex<To>::value) {
+    using T = typename To::value_type;
+    return To{convert<T>(v), convert<T>(0)};
+  } else if constexpr (is_narrow_float<From>::value) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_narrow_float<To>::value) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ T zero() { return convert<T>(0); }
+
+template <class T> __device__ __forceinline__ bool is_zero(const T& v) { return v == T(0); }
+template <class T> __device__ __forceinline__ bool is_zero(const complex<T>& v) {
+  return v.x == T(0) && v.y == T(0);
+}
+
+template <class T> __device__ __forceinline__ T conj(const T& v) { return v; }
+template <class T> __device__ __forceinline__ complex<T> conj(const complex<T>& v) {
+  return complex<T>{v.x, -v.y};
+}
+
+template <class T>
+__device__ __forceinline__ complex<T> operator+(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x + q.x, p.y + q.y};
+}
+template <class T>
+__device__ __forceinline__ complex<T> operator*(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x * q.x - p.y * q.y, p.x * q.y + p.y * q.x};
+}
+
+// acc + p * q
+template <class T> __device__ __forceinline__ T mul_add(const T& p, const T& q, const T& acc) {
+  return acc + p * q;
+}
+template <class T>
+__device__ __forceinline__ complex<T> mul_add(const complex<T>& p, const complex<T>& q,
+                                              const complex<T>& acc) {
+  return complex<T>{acc.x + p.x * q.x - p.y * q.y, acc.y + p.x * q.y + p.y * q.x};
+}
+
+// Raw bits of one mma operand element, zero-extended into the low bits of a word.
+__device__ __forceinline__ unsigned operand_bits(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ unsigned operand_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ unsigned operand_bits(__nv_fp8_e4m3 v) { return v.__x; }
+__device__ __forceinline__ unsigned operand_bits(__nv_fp8_e5m2 v) { return v.__x; }
+__device__ __forceinline__ unsigned operand_bits(signed char v) { return static_cast<unsigned char>(v); }
+__device__ __forceinline__ unsigned operand_bits(unsigned char v) { return v; }
+__device__ __forceinline__ unsigned operand_bits(float v) {  // float as tf32
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <int Bytes> struct vector_of;
+template <> struct vector_of<1> { using type = unsigned char; };
+template <> struct vector_of<2> { using type = unsigned short; };
+template <> struct vector_of<4> { using type = unsigned; };
+template <> struct vector_of<8> { using type = uint2; };
+template <> struct vector_of<16> { using type = uint4; };
+
+// Copy `Outer` runs of `InnerBytes` bytes, `LdBytes` apart, `Bytes` at a time, by the
+// first `Threads` threads of the block. Async uses cp.async (sm_80+); wait with copy_wait.
+template <int Outer, int InnerBytes, int LdBytes, int Bytes, int Threads, bool Async>
+__device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) {
+  using vec = typename vector_of<Bytes>::type;
+  constexpr int per_run = InnerBytes / Bytes;
+  if (rank >= Threads) return;
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+  for (int i = rank; i < Outer * per_run; i += Threads) {
+    const int offset = (i / per_run) * LdBytes + (i % per_run) * Bytes;
+#if __CUDA_ARCH__ >= 800
+    if constexpr (Async && Bytes == 16) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(d + offset)),
+                   "l"(s + offset));
+      continue;
+    } else if constexpr (Async && Bytes >= 4) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(d + offset)),
+                   "l"(s + offset), "n"(Bytes));
+      continue;
+    }
+#endif
+    *reinterpret_cast<vec*>(d + offset) = *reinterpret_cast<const vec*>(s + offset);
+  }
+}
+
+// Wait for this thread's cp.async copies, then for the whole block.
+__device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+  __syncthreads();
+}
+
+__device__ __forceinline__ int thread_rank() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+}  // namespace blasdx
+#endif  // BLASDX_COMMON_CUH
+
+// blasdx block GEMM blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_8462d42a
+//   8x16x32, mma_i8, 32 threads
+// C = alpha * op(A) * op(B) + beta * C with A, B and C in shared memory, computed by the
+// first 32 threads of the block (in thread-rank order); every thread of the
+// block must call execute(). beta == 0 ignores C; alpha == 0 ignores A and B.
+namespace blasdx_block_gemm {
+
+using a_t = unsigned char;
+using b_t = unsigned char;
+using c_t = unsigned int;
+using scalar_t = unsigned int;  // alpha and beta
+using acc_t = unsigned int;  // accumulator
+
+constexpr int m = 8, n = 16, k = 32;
+constexpr int lda = 8, ldb = 32, ldc = 8;
+constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
+constexpr int threads = 32;
+// Bytes of shared memory for A, B and C placed one after another at these offsets.
+constexpr unsigned shared_memory_size = 1280;
+constexpr unsigned a_offset = 0, b_offset = 256, c_offset = 768;
+constexpr unsigned a_size = 256, b_size = 512, c_size = 128;  // elements
+
+// Element (r, c) of each matrix (col_major A, col_major B, col_major C).
+__device__ __forceinline__ int a_index(int r, int c) { return r + c * lda; }
+__device__ __forceinline__ int b_index(int r, int c) { return r + c * ldb; }
+__device__ __forceinline__ int c_index(int r, int c) { return r + c * ldc; }
+
+// Block-cooperative copies between global and shared memory, in the same layout.
+// Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
+// using the data. store_c writes only the m x n elements, never leading-dimension padding.
+__device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
+  blasdx::copy_runs<32, 8, 8, 1, threads, false>(global, shared, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
+  blasdx::copy_runs<16, 32, 32, 1, threads, false>(global, shared, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
+  blasdx::copy_runs<16, 32, 32, 4, threads, true>(global, shared, blasdx::thread_rank());
+}
+__device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
+  blasdx::copy_runs<16, 32, 32, 4, threads, false>(shared, global, blasdx::thread_rank());
+}
+__device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
+
+// One output element: C(r, c) = alpha * acc + beta * C(r, c).
+template <class Acc>
+__device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc, const scalar_t& alpha,
+                                         const scalar_t& beta) {
+  scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
+  c_t* p = sc + c_index(r, col);
+  if (!blasdx::is_zero(beta)) v = v + beta * blasdx::convert<scalar_t>(*p);
+  *p = blasdx::convert<c_t>(v);
+}
+
+// Tensor cores: mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32
+// Each warp computes 16x16 tiles of C (1x2 instructions of 16x8x32),
+// loading A and B fragments from shared memory (zero outside m, n, k) and reusing them.
+constexpr int warps = 1;
+constexpr int im = 16, in_ = 8, ik = 32;
+constexpr int pm = 1, pn = 2;
+constexpr int tile_m = 16, tile_n = 16, tiles_n = 1, tiles = 1;
+using frag_t = unsigned;
+using mma_acc_t = int;
+constexpr int a_regs = 4, b_regs = 2, c_vals = 4;
+
+// m16n8k32 fragments: 4 element(s) per 32-bit register.
+constexpr int epr = 4;
+__device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < a_regs; ++j) {
+    const int r = r0 + g + 8 * (j & 1);
+    unsigned word = 0;
+#pragma unroll
+    for (int e = 0; e < epr; ++e) {
+      const int c = k0 + epr * t + e + (ik / 2) * (j >> 1);
+      if (r < m && c < k) word |= blasdx::operand_bits(sa[a_index(r, c)]) << (e * (32 / epr));
+    }
+    f[j] = word;
+  }
+}
+__device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int g, int t) {
+  const int c = n0 + g;
+#pragma unroll
+  for (int j = 0; j < b_regs; ++j) {
+    unsigned word = 0;
+#pragma unroll
+    for (int e = 0; e < epr; ++e) {
+      const int r = k0 + epr * t + e + (ik / 2) * j;
+      if (r < k && c < n) word |= blasdx::operand_bits(sb[b_index(r, c)]) << (e * (32 / epr));
+    }
+    f[j] = word;
+  }
+}
+__device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
+__device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + (i & 1); }
+
+__device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_regs], const frag_t (&b)[b_regs]) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 { %0, %1, %2, %3 }, { %4, %5, %6, %7 }, { %8, %9 }, { %0, %1, %2, %3 };"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
+                                        c_t* sc) {
+  const int rank = blasdx::thread_rank();
+  if (rank < warps * 32) {
+    const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
+    for (int tile = warp; tile < tiles; tile += warps) {
+      const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
+      mma_acc_t acc[pm][pn][c_vals];
+#pragma unroll
+      for (int i = 0; i < pm; ++i)
+#pragma unroll
+        for (int j = 0; j < pn; ++j)
+#pragma unroll
+          for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
+      for (int k0 = 0; k0 < k; k0 += ik) {
+        frag_t fa[pm][a_regs];
+        frag_t fb[pn][b_regs];
+#pragma unroll
+        for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t);
+#pragma unroll
+        for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t);
+#pragma unroll
+        for (int i = 0; i < pm; ++i)
+#pragma unroll
+          for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < pm; ++i)
+#pragma unroll
+        for (int j = 0; j < pn; ++j)
+#pragma unroll
+          for (int v = 0; v < c_vals; ++v) {
+            const int r = m0 + i * im + c_row(v, g, t), col = n0 + j * in_ + c_col(v, g, t);
+            if (r < m && col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta);
+          }
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace blasdx_block_gemm
+
+// The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
+// Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_8462d42a(
+    const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
+    long long batch, long long stride_a, long long stride_b, long long stride_c) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  blasdx_block_gemm::a_t* sa = reinterpret_cast<blasdx_block_gemm::a_t*>(smem + blasdx_block_gemm::a_offset);
+  blasdx_block_gemm::b_t* sb = reinterpret_cast<blasdx_block_gemm::b_t*>(smem + blasdx_block_gemm::b_offset);
+  blasdx_block_gemm::c_t* sc = reinterpret_cast<blasdx_block_gemm::c_t*>(smem + blasdx_block_gemm::c_offset);
+  const bool read_c = !blasdx::is_zero(beta);
+  for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
+    blasdx_block_gemm::load_a(static_cast<const blasdx_block_gemm::a_t*>(a) + item * stride_a, sa);
+    blasdx_block_gemm::load_b(static_cast<const blasdx_block_gemm::b_t*>(b) + item * stride_b, sb);
+    if (read_c) blasdx_block_gemm::load_c(static_cast<const blasdx_block_gemm::c_t*>(c) + item * stride_c, sc);
+    blasdx_block_gemm::copy_wait();
+    blasdx_block_gemm::execute(alpha, sa, sb, beta, sc);
+    blasdx_block_gemm::store_c(sc, static_cast<blasdx_block_gemm::c_t*>(c) + item * stride_c);
+    __syncthreads();
+  }
+}

@@ -1,0 +1,136 @@
+"""Rendering and NVRTC compilation without a GPU (compile tier): the compile matrix for
+every SM the installed NVRTC supports, golden renders, determinism and CompileError."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import blasdx
+from blasdx import SM, Arrangement, Block, BlockDim, CompileError, LeadingDimension, Precision, Size, Type
+from blasdx.compiler import compile_source, supported_archs
+
+pytestmark = pytest.mark.compile
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+# (precisions, complex, arrangement, size, SM of the algorithm)
+MATRIX = [
+    (("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 700),
+    (("float16", "float16", "float16"), False, "ccc", (30, 31, 33), 750),
+    (("bfloat16", "bfloat16", "float32"), False, "rrr", (32, 32, 32), 800),
+    (("tfloat32", "tfloat32", "float32"), False, "crc", (13, 5, 7), 800),
+    (("float32", "float32", "float32"), False, "rcc", (64, 64, 64), 700),
+    (("float64", "float64", "float64"), False, "ccr", (16, 16, 16), 800),
+    (("int8", "int8", "int32"), False, "rcr", (64, 32, 64), 800),
+    (("uint8", "uint8", "uint32"), False, "ccc", (8, 16, 32), 800),
+    (("float8_e4m3", "float8_e5m2", "float32"), False, "rcr", (64, 64, 64), 890),
+    (("int16", "int16", "int64"), False, "rrc", (16, 16, 16), 700),
+    (("float16", "float16", "float16"), True, "rcr", (16, 16, 16), 700),
+    (("float64", "float64", "float64"), True, "crr", (8, 16, 32), 800),
+]
+LAYOUT = {"r": "row_major", "c": "col_major"}
+
+
+def describe(prec, cx, arr, size, sm):
+    desc = Size(*size) + Precision(*prec) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(sm) + Block()
+    return desc + Type("complex") if cx else desc
+
+
+def _spec_id(spec):
+    prec, cx, arr, size, sm = spec
+    return f"{'c' if cx else ''}{'-'.join(prec)}_{arr}_{'x'.join(map(str, size))}_sm{sm}"
+
+
+ARCHS = [a for a in (750, 800, 860, 890, 900) if a in supported_archs()]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("spec", MATRIX, ids=_spec_id)
+def test_compile_matrix_yields_a_cubin(spec, arch):
+    desc = describe(*spec)
+    if desc.sm > arch:
+        pytest.skip(f"SM({desc.sm}) algorithm needs arch >= {desc.sm}")
+    compiled = desc.compile(arch=arch)
+    assert compiled.cubin[:4] == b"\x7fELF"
+    assert compiled.kernel_name.encode() in compiled.cubin
+    assert compiled.arch == arch and compiled.shared_memory_size == desc.shared_memory_size
+    assert compiled.block_dim == tuple(desc.block_dim)
+
+
+def test_the_archs_design_names_are_covered_by_the_installed_nvrtc():
+    assert {750, 800, 860, 890, 900} <= set(supported_archs())
+
+
+@pytest.mark.parametrize("spec", MATRIX, ids=_spec_id)
+def test_golden_render(spec):
+    """The rendered source is pinned; regenerate on purpose with BLASDX_REGEN_GOLDEN=1."""
+    source = describe(*spec).source
+    path = GOLDEN_DIR / f"{_spec_id(spec)}.cu"
+    if os.environ.get("BLASDX_REGEN_GOLDEN") == "1":
+        GOLDEN_DIR.mkdir(exist_ok=True)
+        path.write_text(source)
+    assert path.is_file(), f"missing golden file {path}; run with BLASDX_REGEN_GOLDEN=1"
+    assert source == path.read_text(), f"{path.name} changed; review the diff and regenerate on purpose"
+
+
+def test_source_is_identical_in_two_processes():
+    code = ("import blasdx as b; d = b.Size(30, 31, 33) + b.Precision('float16', 'float16', 'float32') + "
+            "b.SM(900) + b.Block(); import hashlib; print(hashlib.sha256(d.source.encode()).hexdigest(), "
+            "d.plan.kernel_name)")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)}
+    assert len(outs) == 1
+
+
+def test_kernel_name_is_readable_and_deterministic():
+    desc = describe(*MATRIX[0])
+    assert desc.plan.kernel_name.startswith("blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_")
+    assert desc.plan.kernel_name == describe(*MATRIX[0]).plan.kernel_name
+    assert desc.replace(BlockDim(64)).plan.kernel_name != desc.plan.kernel_name
+
+
+def test_device_source_defines_the_documented_names():
+    desc = describe(*MATRIX[0])
+    text = desc.device_source("gemm1")
+    for name in ("namespace gemm1", "using a_t", "using c_t", "constexpr int m = 64", "lda =",
+                 "block_dim_x", "shared_memory_size", "void load_a", "void store_c", "void execute("):
+        assert name in text, name
+
+
+def test_two_device_sources_compile_in_one_kernel():
+    first = describe(*MATRIX[0])
+    second = first.replace(Size(64, 32, 64), LeadingDimension(64, 64, 32))
+    source = first.device_source("gemm1") + second.device_source("gemm2") + """
+extern "C" __global__ void chained(const gemm1::a_t* a, const gemm1::b_t* b, float* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm1::a_t*>(smem + gemm1::a_offset);
+  auto* sb = reinterpret_cast<gemm1::b_t*>(smem + gemm1::b_offset);
+  auto* sc = reinterpret_cast<gemm1::c_t*>(smem + gemm1::c_offset);
+  gemm1::load_a(a, sa); gemm1::load_b(b, sb); gemm1::copy_wait();
+  gemm1::execute(1.0f, sa, sb, 0.0f, sc);
+  gemm1::store_c(sc, out);
+}
+"""
+    entry = compile_source(source, 900, name="chained")
+    assert entry.cubin[:4] == b"\x7fELF"
+
+
+def test_compile_error_carries_log_options_and_numbered_source():
+    with pytest.raises(CompileError) as info:
+        compile_source('extern "C" __global__ void broken() { this is not cuda; }', 900, name="broken")
+    err = info.value
+    assert "error" in err.log and err.kernel_name == "broken"
+    assert "-arch=sm_90" in err.options
+    assert "1 | extern" in err.numbered_source()
+    assert "Details:" in str(err)
+
+
+def test_show_config_reports_nvrtc_headers_and_cache(capsys):
+    text = blasdx.show_config()
+    assert "NVRTC" in text and "headers" in text and "cache:" in text
+    assert text in capsys.readouterr().out
