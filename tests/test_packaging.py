@@ -28,3 +28,9 @@ def test_demo_runs_and_says_what_it_skipped():
     assert out.returncode == 0, out.stderr
     assert "3. compiled with NVRTC for sm_90" in out.stdout
     assert ("4. skipped running: no usable CUDA GPU" in out.stdout) or ("4. ran 1000 GEMMs" in out.stdout)
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
+def test_example_runs(script):
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
