@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -128,13 +129,26 @@ def _host_error(x: Any) -> ArgumentError:
     )
 
 
-def expected_dtypes(x: MatrixPlan, is_complex: bool) -> list[tuple[np.dtype, bool]]:
+def data_alignment(v: MatrixView) -> int:
+    """The largest power of two (at most 16) dividing the pointer and the batch stride."""
+    align = _alignment_of(v.ptr)
+    if v.batch is not None and v.batch > 1:
+        align = min(align, _alignment_of(v.strides[0] * v.element_size))
+    return min(16, align)
+
+
+def expected_dtypes(x: MatrixPlan, is_complex: bool) -> tuple[tuple[np.dtype, bool], ...]:
     """Accepted (dtype, as_pairs) for a matrix; as_pairs means a trailing dimension of 2."""
+    return _expected_dtypes(x.precision, is_complex)
+
+
+@cache
+def _expected_dtypes(precision: str, is_complex: bool) -> tuple[tuple[np.dtype, bool], ...]:
     from .precision import PRECISIONS
 
-    storage = PRECISIONS[x.precision].numpy_name
+    storage = PRECISIONS[precision].numpy_name
     names = [storage]
-    raw = {"bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}.get(x.precision)
+    raw = {"bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}.get(precision)
     out: list[tuple[np.dtype, bool]] = []
     for name in names + ([raw] if raw else []):
         try:
@@ -152,7 +166,7 @@ def expected_dtypes(x: MatrixPlan, is_complex: bool) -> list[tuple[np.dtype, boo
             out.append((dtype, True))
         else:
             out.append((dtype, False))
-    return out
+    return tuple(out)
 
 
 def matrix_view(x: Any, plan: GemmPlan, mat: MatrixPlan) -> MatrixView:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .descriptor import shared_memory_parts_of
@@ -187,6 +188,20 @@ def make_plan(desc: Descriptor) -> GemmPlan:
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= 800,
     )
+
+
+@lru_cache(maxsize=1024)
+def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
+    """The plan with each matrix's alignment raised to what the actual data guarantees
+    (never lowered): wider global<->shared copies for the same GEMM."""
+    mats = {}
+    for x, align in zip((plan.a, plan.b, plan.c), alignment):
+        align = max(x.alignment, min(16, align))
+        vec = _vector_bytes(align, x.inner * x.element_size, x.ld * x.element_size)
+        mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
+    if all(mats[x.name] == x for x in (plan.a, plan.b, plan.c)):
+        return plan
+    return replace(plan, **mats)
 
 
 def explain(desc: Descriptor) -> str:

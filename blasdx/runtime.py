@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from .arguments import check_operands, scalar
+from .arguments import check_operands, data_alignment, scalar
 from .compiler import CompiledKernel, compile_plan, supported_archs
 from .errors import ArgumentError, DeviceError
-from .plan import GemmPlan
+from .plan import GemmPlan, with_alignment
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _loaded: dict[tuple[str, int], Kernel] = {}
@@ -128,6 +128,7 @@ def _stream_of(stream: Any, cupy: Any) -> Any:
 
 def execute(plan: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None) -> Any:
     va, vb, vc = check_operands(plan, a, b, c)
+    plan = with_alignment(plan, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
     alpha_v, beta_v = scalar(alpha, plan, "alpha"), scalar(beta, plan, "beta")
     cupy = _cupy()
     s = _stream_of(stream, cupy)

@@ -253,3 +253,16 @@ def test_no_warning_for_plain_operators():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _mission_example()
+
+
+def test_with_alignment_widens_copies_but_never_narrows():
+    from blasdx.plan import with_alignment
+
+    plan = (Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(900) + Block()).plan
+    assert (plan.a.vector_bytes, plan.c.vector_bytes) == (2, 4)
+    wide = with_alignment(plan, (16, 16, 16))
+    assert (wide.a.vector_bytes, wide.b.vector_bytes, wide.c.vector_bytes) == (16, 16, 16)
+    assert wide.kernel_name != plan.kernel_name
+    assert with_alignment(plan, (1, 1, 1)) is plan
+    odd = (Size(30, 31, 33) + Precision("float16") + SM(900) + Block()).plan
+    assert with_alignment(odd, (16, 16, 16)).a.vector_bytes == 2  # 33 halves per row: no wider vector fits

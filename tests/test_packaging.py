@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -32,5 +33,7 @@ def test_demo_runs_and_says_what_it_skipped():
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
 def test_example_runs(script):
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True, cwd=ROOT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True, cwd=ROOT,
+                         env=env)
     assert out.returncode == 0, out.stdout + out.stderr
