@@ -172,8 +172,16 @@ def compile_source(source: str, arch: int, *, options: Iterable[str] = (), name:
     return (cache or DEFAULT_CACHE).get_or_create(key, build)
 
 
+_compiled_plans: dict[tuple[GemmPlan, int], CompiledKernel] = {}
+
+
 def compile_plan(plan: GemmPlan, arch: int, *, cache: KernelCache | None = None) -> CompiledKernel:
-    """Render and compile the batched kernel of ``plan`` for ``arch`` (as 900)."""
+    """Render and compile the batched kernel of ``plan`` for ``arch`` (as 900).
+
+    With the default cache, a plan compiled before in this process is returned without
+    rendering or hashing its source again."""
+    if cache is None and (plan, arch) in _compiled_plans:
+        return _compiled_plans[(plan, arch)]
     from .render import render_kernel
 
     if arch < plan.sm:
@@ -187,9 +195,12 @@ def compile_plan(plan: GemmPlan, arch: int, *, cache: KernelCache | None = None)
         )
     entry = compile_source(render_kernel(plan), arch, name=plan.kernel_name, cache=cache,
                            metadata={"kernel_name": plan.kernel_name})
-    return CompiledKernel(cubin=entry.cubin, kernel_name=plan.kernel_name, arch=arch,
-                          shared_memory_size=plan.shared_memory_size, block_dim=plan.block_dim,
-                          options=options_for(arch))
+    compiled = CompiledKernel(cubin=entry.cubin, kernel_name=plan.kernel_name, arch=arch,
+                              shared_memory_size=plan.shared_memory_size, block_dim=plan.block_dim,
+                              options=options_for(arch))
+    if cache is None:
+        _compiled_plans[(plan, arch)] = compiled
+    return compiled
 
 
 def show_config() -> str:

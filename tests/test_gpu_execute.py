@@ -84,14 +84,13 @@ def test_every_precision_and_arrangement(prec, arrangement):
 @pytest.mark.parametrize("prec", PRECISIONS, ids=PREC_IDS)
 @pytest.mark.parametrize("size", SIZES, ids=["x".join(map(str, s)) for s in SIZES])
 def test_every_precision_and_size_with_padded_leading_dimensions(prec, size):
-    desc = describe(prec, size=size, arrangement=("col_major", "row_major", "col_major"))
-    lds = LeadingDimension(*(ld + 3 for ld in desc.leading_dimension))
     unblocked = describe(prec, size=size, arrangement=("col_major", "row_major", "col_major"), block=False)
+    lds = LeadingDimension(*(ld + 3 for ld in unblocked.leading_dimension))
     if unblocked.replace(lds).shared_memory_size > 227 * 1024:  # does not fit: must raise
         with pytest.raises(UnsupportedError, match="bytes of shared memory, over SM 900's limit"):
-            desc.replace(lds)
+            unblocked.replace(lds) + Block()
         return
-    padded = desc.replace(lds)
+    padded = unblocked.replace(lds) + Block()
     run_and_check(padded, _rng(), batch=2, beta=1 if not prec[2].startswith("float") else 0.5, seed=SEED)
 
 
