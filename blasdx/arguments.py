@@ -46,10 +46,6 @@ class MatrixView:
         return (sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1) * self.element_size
 
 
-def _dtype_label(dtype: np.dtype) -> str:
-    return dtype.name
-
-
 def _from_cupy_or_interface(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, np.dtype, int, Any]:
     """(ptr, shape, byte strides or None, dtype, device id, owner)."""
     try:

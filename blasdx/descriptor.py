@@ -151,9 +151,6 @@ class Descriptor:
     def operators(self) -> tuple[Operator, ...]:
         return tuple(self._ops.values())
 
-    def has(self, kind: type[Operator]) -> bool:
-        return kind.kind in self._ops
-
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Descriptor) and self._ops == other._ops
 
