@@ -43,7 +43,7 @@ def _environment() -> jinja2.Environment:
 
 def _matrix_context(x: MatrixPlan, use_cp_async: bool) -> dict:
     ctx = asdict(x)
-    ctx["index"] = "r * " + f"ld{x.name}" + " + c" if x.layout == "row_major" else "r + c * " + f"ld{x.name}"
+    ctx["row_major"] = x.layout == "row_major"
     ctx["async"] = "true" if use_cp_async and x.vector_bytes >= 4 else "false"
     return ctx
 
