@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import cupy
 import numpy as np
@@ -80,6 +82,58 @@ def batched_case(size, prec, gib: float) -> dict:
             "kernel": desc.plan.kernel_name}
 
 
+def fusion_cases(gib: float) -> list[dict]:
+    """Issue 6: fused kernels against the unfused cupy.matmul chains they replace, on
+    batched 64x64x64 float16; each checked against float64 before timing."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import chained_gemm
+
+    gemm1, gemm2, chained = chained_gemm.build()
+    desc = gemm1
+    batch = int(gib * 2**30) // (4 * 64 * 64 * 2)
+    a, b, e = (cupy.random.standard_normal((batch, 64, 64), dtype=np.float32).astype(np.float16) * 0.125
+               for _ in range(3))
+    bias = cupy.random.standard_normal(64, dtype=np.float32).astype(np.float16)
+    c, d = cupy.empty_like(a), cupy.empty_like(a)
+    rows = []
+
+    def bias_relu_ours():
+        desc.execute(a, b, c, bias=bias, epilogue="relu")
+
+    def bias_relu_cupy():
+        cupy.matmul(a, b, out=d)
+        d.__iadd__(bias)
+        cupy.maximum(d, 0, out=d)
+
+    bias_relu_ours()
+    ref = cupy.maximum(cupy.matmul(a[:256].astype(np.float64), b[:256].astype(np.float64)) + bias, 0)
+    err = float(cupy.linalg.norm(c[:256] - ref) / cupy.linalg.norm(ref))
+    assert err < 2e-3, ("GEMM + bias + ReLU", err)
+    rows.append({"case": "GEMM + bias + ReLU", "batch": batch, "ms": time_ms(bias_relu_ours),
+                 "cupy ms": time_ms(bias_relu_cupy), "rel err": err})
+
+    smem = gemm1.shared_memory_size + gemm2.shared_memory_size
+    grid = min(batch, cupy.cuda.Device().attributes["MultiProcessorCount"] * 32)
+
+    def chained_ours():
+        chained(grid, gemm1.block_dim, (a, b, e, c, np.int64(batch)), shared_mem=smem)
+
+    tmp = cupy.empty_like(a)
+
+    def chained_cupy():
+        cupy.matmul(a, b, out=tmp)
+        cupy.matmul(tmp, e, out=d)
+
+    chained_ours()
+    first = cupy.matmul(a[:256].astype(np.float64), b[:256].astype(np.float64)).astype(np.float16)
+    ref = cupy.matmul(first.astype(np.float64), e[:256].astype(np.float64))
+    err = float(cupy.linalg.norm(c[:256] - ref) / cupy.linalg.norm(ref))
+    assert err < 2e-3, ("chained GEMM", err)
+    rows.append({"case": "chained GEMM (A B) E", "batch": batch, "ms": time_ms(chained_ours),
+                 "cupy ms": time_ms(chained_cupy), "rel err": err})
+    return rows
+
+
 def host_overhead() -> dict:
     desc = Size(16, 16, 16) + Precision("float32") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
     a = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
@@ -116,9 +170,11 @@ def main() -> None:
     device = props["name"].decode()
     copy = copy_bandwidth(int(args.gib * 2**30))
     rows = [batched_case(size, prec, args.gib) for size, prec in CASES]
+    fused = fusion_cases(args.gib)
     overhead = host_overhead()
     result = {"device": device, "date": time.strftime("%Y-%m-%d"), "blasdx": blasdx.__version__,
-              "cupy": cupy.__version__, "copy GB/s": copy, "batched": rows, "host": overhead}
+              "cupy": cupy.__version__, "copy GB/s": copy, "batched": rows, "fusion": fused,
+              "host": overhead}
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
@@ -130,6 +186,9 @@ def main() -> None:
         vs = f"{r['ms'] and (r['matmul ms'] / r['ms']):8.2f}x" if mm else "      -"
         print(f"{r['case']:22} {r['batch']:8d} {r['GB/s']:7.0f} {r['GB/s'] / copy:8.0%} "
               f"{(f'{mm:8.0f}' if mm else '       -')} {vs:>9}")
+    for r in fused:
+        print(f"fused {r['case']:24} batch {r['batch']:7d}: {r['ms']:.3f} ms, cupy chain {r['cupy ms']:.3f} ms, "
+              f"{r['cupy ms'] / r['ms']:.2f}x")
     print(f"host overhead: execute {overhead['execute us']:.1f} us/call, bare launch "
           f"{overhead['bare launch us']:.1f} us/call, ratio {overhead['ratio']:.2f}x")
 

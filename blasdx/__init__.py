@@ -11,6 +11,8 @@ from .errors import (
     IncompleteDescriptorError,
     UnsupportedError,
 )
+from .hooks import BUILTINS as BUILTIN_HOOKS
+from .hooks import Hook, expression, scale
 from .operators import (
     SM,
     Alignment,
@@ -25,6 +27,8 @@ from .operators import (
     TransposeMode,
     Type,
 )
+from .runtime import gpu_available
+from .user_kernel import UserKernel, compile_kernel
 
 __version__ = "0.1.0"
 
@@ -33,4 +37,6 @@ __all__ = [
     "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
     "BlasdxError", "DescriptorError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
+    "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",
+    "gpu_available",
 ]

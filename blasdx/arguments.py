@@ -339,3 +339,61 @@ def scalar(value: Any, plan: GemmPlan, name: str) -> Any:
             raise ArgumentError(f"{name}={iv} does not fit the {real.name} scalar type")
         return np.dtype(real.numpy_name).type(iv)
     return np.dtype(real.numpy_name).type(value)
+
+
+@dataclass(frozen=True)
+class BiasView:
+    """A bias array broadcast to C: element strides along (batch, row, col), 0 where broadcast."""
+
+    ptr: int
+    strides: tuple[int, int, int]
+    keepalive: Any
+
+
+def bias_view(bias: Any, vc: MatrixView) -> BiasView:
+    """Check ``bias`` against C (same dtype, NumPy-broadcastable to C's shape, same device)."""
+    ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(bias)
+    pairs = vc.element_size == 2 * vc.dtype.itemsize  # complex stored as (real, imag) pairs
+    if dtype != vc.dtype:
+        raise ArgumentError(
+            f"bias has dtype {dtype.name}, but C has dtype {vc.dtype.name}; give the bias C's dtype "
+            f"(bias.astype(c.dtype))"
+        )
+    itemsize = dtype.itemsize
+    shape = tuple(shape)
+    if byte_strides is None:
+        byte_strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+    if pairs:
+        if not shape or shape[-1] != 2 or byte_strides[-1] != itemsize:
+            raise ArgumentError(
+                f"bias has shape {shape}; C holds complex values as (real, imag) pairs, so the bias "
+                f"needs a contiguous trailing dimension of 2 as well"
+            )
+        shape, byte_strides = shape[:-1], tuple(byte_strides[:-1])
+    c_shape = vc.shape if vc.batch is not None else (1, *vc.shape)
+    hint = (f"give a bias that broadcasts to C's shape {vc.shape} as in NumPy: ({vc.shape[-1]},) "
+            f"adds bias[j] to column j of every row, ({vc.shape[-2]}, 1) adds bias[i] to row i")
+    if len(shape) > len(vc.shape) or not shape:
+        raise ArgumentError(f"bias has shape {shape}; {hint}")
+    strides = [0, 0, 0]
+    for axis in range(1, len(shape) + 1):
+        size, want = shape[-axis], c_shape[-axis]
+        if size != want and size != 1:
+            raise ArgumentError(f"bias has shape {shape}, which does not broadcast to C's shape "
+                                f"{vc.shape}; {hint}")
+        if size != 1:
+            if byte_strides[-axis] % vc.element_size:
+                raise ArgumentError(f"bias strides {byte_strides} (bytes) are not whole elements; "
+                                    f"use a contiguous bias (cupy.ascontiguousarray)")
+            strides[-axis] = byte_strides[-axis] // vc.element_size
+    if device_id != vc.device_id:
+        raise ArgumentError(f"bias is on device {device_id} but C is on device {vc.device_id}; "
+                            f"move it to C's device")
+    if ptr % min(16, vc.element_size):
+        raise ArgumentError(f"bias's data pointer {ptr:#x} is not aligned to its "
+                            f"{vc.element_size}-byte element; pass an aligned copy")
+    span = (sum((d - 1) * abs(s) for d, s in zip(c_shape, strides)) + 1) * vc.element_size
+    if vc.span_bytes and ptr < vc.ptr + vc.span_bytes and vc.ptr < ptr + span:
+        raise ArgumentError("bias overlaps C in memory; C is written while the bias is read, "
+                            "pass a separate bias (bias.copy())")
+    return BiasView(ptr, (strides[0], strides[1], strides[2]), owner)

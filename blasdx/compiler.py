@@ -23,6 +23,7 @@ from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
 from .errors import CompileError, DeviceError, UnsupportedError
 
 if TYPE_CHECKING:
+    from .hooks import Fusion
     from .plan import GemmPlan
 
 logger = logging.getLogger("blasdx.compiler")
@@ -172,17 +173,21 @@ def compile_source(source: str, arch: int, *, options: Iterable[str] = (), name:
     return (cache or DEFAULT_CACHE).get_or_create(key, build)
 
 
-_compiled_plans: dict[tuple[GemmPlan, int], CompiledKernel] = {}
+_compiled_plans: dict[tuple[GemmPlan, int, Fusion | None], CompiledKernel] = {}
 
 
-def compile_plan(plan: GemmPlan, arch: int, *, cache: KernelCache | None = None) -> CompiledKernel:
-    """Render and compile the batched kernel of ``plan`` for ``arch`` (as 900).
+def compile_plan(plan: GemmPlan, arch: int, *, fusion: Fusion | None = None,
+                 cache: KernelCache | None = None) -> CompiledKernel:
+    """Render and compile the batched kernel of ``plan`` (with the element-wise hooks of
+    ``fusion``) for ``arch`` (as 900).
 
-    With the default cache, a plan compiled before in this process is returned without
+    With the default cache, a kernel compiled before in this process is returned without
     rendering or hashing its source again."""
-    if cache is None and (plan, arch) in _compiled_plans:
-        return _compiled_plans[(plan, arch)]
-    from .render import render_kernel
+    memo_key = (plan, arch, fusion)
+    if cache is None and memo_key in _compiled_plans:
+        return _compiled_plans[memo_key]
+    from .hooks import NO_FUSION
+    from .render import kernel_name, render_kernel
 
     if arch < plan.sm:
         raise UnsupportedError(
@@ -193,14 +198,30 @@ def compile_plan(plan: GemmPlan, arch: int, *, cache: KernelCache | None = None)
         raise UnsupportedError(
             f"the float16 tensor-core path needs SM 750 or newer to compile, got arch {arch}"
         )
-    entry = compile_source(render_kernel(plan), arch, name=plan.kernel_name, cache=cache,
-                           metadata={"kernel_name": plan.kernel_name})
-    compiled = CompiledKernel(cubin=entry.cubin, kernel_name=plan.kernel_name, arch=arch,
+    fusion = fusion or NO_FUSION
+    name = kernel_name(plan, fusion)
+    try:
+        entry = compile_source(render_kernel(plan, fusion), arch, name=name, cache=cache,
+                               metadata={"kernel_name": name})
+    except CompileError as exc:
+        if not fusion.expressions:
+            raise
+        written = "; ".join(f"{slot}={text!r}" for slot, text in fusion.expressions)
+        raise CompileError(
+            f"the hook expression(s) {written} did not compile; x has type T (float for 16- and "
+            f"8-bit floats). NVRTC said: {_first_error(exc.log)}",
+            log=exc.log, source=exc.source, options=exc.options, kernel_name=name) from None
+    compiled = CompiledKernel(cubin=entry.cubin, kernel_name=name, arch=arch,
                               shared_memory_size=plan.shared_memory_size, block_dim=plan.block_dim,
                               options=options_for(arch))
     if cache is None:
-        _compiled_plans[(plan, arch)] = compiled
+        _compiled_plans[memo_key] = compiled
     return compiled
+
+
+def _first_error(log: str) -> str:
+    lines = [line for line in (log or "").splitlines() if "error" in line]
+    return lines[0].split("error:", 1)[-1].strip() if lines else (log or "").strip()[:200]
 
 
 def show_config() -> str:

@@ -22,6 +22,7 @@ from .precision import PRECISIONS
 
 if TYPE_CHECKING:
     from .compiler import CompiledKernel
+    from .hooks import Fusion
     from .plan import GemmPlan
     from .runtime import Kernel
 
@@ -325,22 +326,47 @@ class Descriptor:
 
         return explain(self)
 
-    def compile(self, arch: int | None = None) -> CompiledKernel | Kernel:
+    def compile(self, arch: int | None = None, *, prologue: Any = None, epilogue: Any = None,
+                a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
+                bias: bool = False) -> CompiledKernel | Kernel:
         """With ``arch``: compile for that SM (no GPU needed) and return the compiled
-        artifact. Without: return the launchable kernel for the current device."""
+        artifact. Without: return the launchable kernel for the current device. The hooks
+        (and ``bias=True``) select the fused kernel that execute() with them would run."""
+        fusion = self._fusion(prologue, epilogue, a_load, b_load, c_load, c_store, bias)
         if arch is not None:
             from .compiler import compile_plan
 
-            return compile_plan(self.plan, arch)
+            return compile_plan(self.plan, arch, fusion=fusion)
         from .runtime import get_kernel
 
-        return get_kernel(self.plan)
+        return get_kernel(self.plan, fusion=fusion)
+
+    def _fusion(self, prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any,
+                c_store: Any, has_bias: bool) -> Fusion | None:
+        """The element-wise hooks as a Fusion value, or None when there are none."""
+        hooks = (prologue, epilogue, a_load, b_load, c_load, c_store)
+        if not has_bias and all(h is None for h in hooks):
+            return None
+        from .hooks import make_fusion
+
+        return make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load,
+                           c_load=c_load, c_store=c_store, has_bias=has_bias,
+                           precisions=tuple(self.precision),
+                           scalar_precision=self.plan.scalar_precision, is_complex=self.is_complex)
 
     def execute(self, a: Any, b: Any, c: Any, alpha: Any = 1, beta: Any = 0, *,
-                stream: Any = None) -> Any:
-        """c = alpha * op(a) @ op(b) + beta * c, in place; returns c."""
+                prologue: Any = None, epilogue: Any = None, a_load: Any = None, b_load: Any = None,
+                c_load: Any = None, c_store: Any = None, bias: Any = None, stream: Any = None) -> Any:
+        """c = c_store(alpha * a_load(op(a)) @ b_load(op(b)) + beta * c_load(c) + bias), in
+        place; returns c.
+
+        The hooks are built-in names ("relu", "gelu", ...), ``blasdx.scale(s)`` or C++
+        expressions of ``x``; ``prologue`` sets a_load and b_load, ``epilogue`` is c_store.
+        ``bias`` is an array with C's dtype that broadcasts to C's shape as in NumPy."""
         self._require_executable("execute")
         from .runtime import execute
 
-        return execute(self.plan, a, b, c, alpha, beta, stream=stream)
-
+        fusion = self._fusion(prologue, epilogue, a_load, b_load, c_load, c_store, bias is not None)
+        if fusion is None:
+            return execute(self.plan, a, b, c, alpha, beta, stream=stream)
+        return execute(self.plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)

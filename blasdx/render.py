@@ -14,6 +14,7 @@ from pathlib import Path
 import jinja2
 
 from .errors import DescriptorError
+from .hooks import NO_FUSION, Fusion
 from .plan import GemmPlan, MatrixPlan
 
 _PTX_TYPE = {"int8": "s8", "uint8": "u8", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
@@ -106,12 +107,23 @@ def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
     return render_common() + "\n" + device
 
 
-def render_kernel(plan: GemmPlan) -> str:
+def kernel_name(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
+    """The batched kernel's name: the plan's, plus a digest of the fused hooks if any."""
+    return plan.kernel_name if fusion.is_identity else f"{plan.kernel_name}_f{fusion.digest}"
+
+
+def render_kernel(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
     """The complete source of the batched kernel behind ``execute()``."""
     ns = "blasdx_block_gemm"
     env = _environment()
     device = env.get_template("gemm.cuh.j2").render(**_context(plan, ns))
+    storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
+               "c_store": f"{ns}::c_t"}
+    hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
+             for slot, hook in (("a_load", fusion.a_load), ("b_load", fusion.b_load),
+                                ("c_load", fusion.c_load), ("c_store", fusion.c_store))]
     return env.get_template("kernel.cu.j2").render(
         common=render_common(), device=device, ns=ns,
-        threads=plan.threads, kernel_name=plan.kernel_name,
+        threads=plan.threads, kernel_name=kernel_name(plan, fusion),
+        fusion_identity=fusion.is_identity, hooks=hooks, bias=fusion.bias,
     )

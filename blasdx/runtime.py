@@ -2,7 +2,9 @@
 
 ``get_kernel`` compiles a plan for the current device's architecture (the plan's SM
 picked the algorithm) and loads it once per device; ``execute`` checks the operands
-(:mod:`blasdx.arguments`) and launches one block per batch item (grid-stride).
+(:mod:`blasdx.arguments`) and launches one block per batch item (grid-stride). A launch
+whose CuPy operands were checked once is kept (``BoundLaunch``): a later call with the
+same shapes, strides, dtypes, devices and pointer alignment only checks for overlap.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from .arguments import check_operands, data_alignment, scalar
+from .arguments import bias_view, check_operands, data_alignment, scalar
 from .compiler import CompiledKernel, compile_plan, supported_archs
 from .errors import ArgumentError, DeviceError
+from .hooks import NO_FUSION, Fusion
 from .plan import GemmPlan, with_alignment
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-_loaded: dict[tuple[str, int], Kernel] = {}
+_loaded: dict[tuple[GemmPlan, Fusion | None, int], Kernel] = {}
 _lock = threading.Lock()
 
 
@@ -29,6 +32,14 @@ def _cupy():
     except ImportError as exc:  # pragma: no cover - cupy is a dependency
         raise DeviceError(f"CuPy is required to run kernels ({exc}); pip install cupy-cuda13x") from None
     return cupy
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA GPU can run kernels here (False rather than an error)."""
+    try:
+        return _cupy().cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no driver, no device, no CuPy: all mean "no"
+        return False
 
 
 def device_arch(device_id: int | None = None) -> int:
@@ -74,14 +85,14 @@ class Kernel:
                       shared_mem=self.compiled.shared_memory_size, stream=stream)
 
 
-def get_kernel(plan: GemmPlan, device_id: int | None = None) -> Kernel:
+def get_kernel(plan: GemmPlan, device_id: int | None = None, fusion: Fusion | None = None) -> Kernel:
     cupy = _cupy()
     if device_id is None:
         try:
             device_id = cupy.cuda.runtime.getDevice()
         except Exception:  # noqa: BLE001
             device_arch()  # raises DeviceError with the reason
-    key = (plan.kernel_name, int(device_id))  # type: ignore[arg-type]
+    key = (plan, fusion, int(device_id))  # type: ignore[arg-type]
     kernel = _loaded.get(key)
     if kernel is not None:
         return kernel
@@ -91,7 +102,7 @@ def get_kernel(plan: GemmPlan, device_id: int | None = None) -> Kernel:
             f"device {device_id} is SM {sm}, older than the descriptor's SM({plan.sm}); use "
             f".replace(SM({sm})) or run on a newer GPU"
         )
-    compiled = compile_plan(plan, compile_arch_for(sm))
+    compiled = compile_plan(plan, compile_arch_for(sm), fusion=fusion)
     with _lock:
         kernel = _loaded.get(key)
         if kernel is None:
@@ -126,20 +137,84 @@ def _stream_of(stream: Any, cupy: Any) -> Any:
     return cupy.cuda.ExternalStream(int(handle))
 
 
-def execute(plan: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None) -> Any:
-    va, vb, vc = check_operands(plan, a, b, c)
+@dataclass(frozen=True)
+class BoundLaunch:
+    """A launch whose operands were fully checked once: the kernel, grid and strides that
+    every later call with the same array signature reuses (see ``_signature``)."""
+
+    kernel: Kernel
+    grid: int
+    fixed_args: tuple  # batch and the three batch strides
+    spans: tuple[int, int, int]  # bytes each operand covers, for the per-call overlap check
+    real_scalar: Any  # NumPy type for a Python float/int alpha or beta, None to check fully
+
+    def overlaps(self, pa: int, pb: int, pc: int) -> bool:
+        sa, sb, sc = self.spans
+        return bool(sc) and ((sa and pc < pa + sa and pa < pc + sc) or
+                             (sb and pc < pb + sb and pb < pc + sc))
+
+
+_bound: dict[tuple, BoundLaunch] = {}
+_MAX_BOUND = 4096
+
+
+def _signature(cupy: Any, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any) -> tuple | None:
+    """Everything the checks of CuPy operands depend on except the pointers' high bits:
+    equal signatures pass or fail the checks alike. None for other array types."""
+    ndarray = cupy.ndarray
+    if type(a) is not ndarray or type(b) is not ndarray or type(c) is not ndarray:
+        return None
+    da, db, dc = a.data, b.data, c.data
+    return (plan, fusion, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
+            c.shape, c.strides, c.dtype, da.device_id, db.device_id, dc.device_id,
+            da.ptr & 15, db.ptr & 15, dc.ptr & 15)
+
+
+def _bind(plan: GemmPlan, fusion: Fusion, va: Any, vb: Any, vc: Any) -> BoundLaunch:
     plan = with_alignment(plan, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
-    alpha_v, beta_v = scalar(alpha, plan, "alpha"), scalar(beta, plan, "beta")
-    cupy = _cupy()
-    s = _stream_of(stream, cupy)
+    kernel = get_kernel(plan, vc.device_id, fusion)
     batch = 1 if va.batch is None else va.batch
+    strides = [np.int64(v.strides[0] if v.batch is not None else 0) for v in (va, vb, vc)]
+    real = None if plan.is_complex or plan.scalar_type not in ("float", "double") else (
+        np.float32 if plan.scalar_type == "float" else np.float64)
+    return BoundLaunch(kernel=kernel, grid=int(min(batch, kernel.multiprocessors * 32)),
+                       fixed_args=(np.int64(batch), *strides),
+                       spans=(va.span_bytes, vb.span_bytes, vc.span_bytes), real_scalar=real)
+
+
+def _scalar(value: Any, bound: BoundLaunch, plan: GemmPlan, name: str) -> Any:
+    if bound.real_scalar is not None and type(value) in (float, int):
+        return bound.real_scalar(value)
+    return scalar(value, plan, name)
+
+
+def execute(plan: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
+            fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
+    cupy = _cupy()
+    key = _signature(cupy, plan, fusion, a, b, c) if bias is None else None
+    bound = _bound.get(key) if key is not None else None
+    if bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
+        pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
+        if bound.overlaps(pa, pb, pc):
+            check_operands(plan, a, b, c)  # raises the overlap error with its message
+        if bound.grid:
+            args = (np.uint64(pa), np.uint64(pb), np.uint64(pc), _scalar(alpha, bound, plan, "alpha"),
+                    _scalar(beta, bound, plan, "beta"), *bound.fixed_args)
+            bound.kernel.launch(bound.grid, args, _stream_of(stream, cupy))
+        return c
+    va, vb, vc = check_operands(plan, a, b, c)
+    extra: tuple = ()
+    if bias is not None:
+        bv = bias_view(bias, vc)
+        extra = (np.uint64(bv.ptr), *(np.int64(s) for s in bv.strides))
+    alpha_v, beta_v = scalar(alpha, plan, "alpha"), scalar(beta, plan, "beta")
+    s = _stream_of(stream, cupy)
     with cupy.cuda.Device(vc.device_id):
-        kernel = get_kernel(plan, vc.device_id)
-        if batch == 0:
-            return c
-        strides = [np.int64(v.strides[0] if v.batch is not None else 0) for v in (va, vb, vc)]
-        grid = int(min(batch, kernel.multiprocessors * 32))
-        args = (np.uint64(va.ptr), np.uint64(vb.ptr), np.uint64(vc.ptr), alpha_v, beta_v,
-                np.int64(batch), *strides)
-        kernel.launch(grid, args, s)
+        bound = _bind(plan, fusion, va, vb, vc)
+        if key is not None and len(_bound) < _MAX_BOUND:
+            _bound[key] = bound
+        if bound.grid:
+            args = (np.uint64(va.ptr), np.uint64(vb.ptr), np.uint64(vc.ptr), alpha_v, beta_v,
+                    *bound.fixed_args, *extra)
+            bound.kernel.launch(bound.grid, args, s)
     return c

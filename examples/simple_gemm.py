@@ -6,6 +6,7 @@ Without a GPU it still validates, explains and compiles the kernel, and says so.
 from __future__ import annotations
 
 import numpy as np
+from _support import GPU, check, skip_run
 
 from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size
 
@@ -16,20 +17,15 @@ def main() -> None:
     print(gemm.explain())
     compiled = gemm.compile(arch=800)
     print(f"compiled {compiled.kernel_name} ({len(compiled.cubin)} bytes)")
-    try:
-        import cupy
+    if not GPU:
+        return skip_run("simple fp32 GEMM")
+    import cupy
 
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001
-        print(f"no GPU here ({type(exc).__name__}); skipped running")
-        return
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((8, 32), dtype=np.float32), rng.standard_normal((32, 16), dtype=np.float32)
     c = cupy.zeros((8, 16), dtype=np.float32)
     gemm.execute(cupy.asarray(a), cupy.asarray(b), c)
-    err = np.linalg.norm(c.get() - a.astype(np.float64) @ b) / np.linalg.norm(a.astype(np.float64) @ b)
-    print(f"relative error {err:.2e}")
-    assert err < 1e-5
+    check("simple fp32 GEMM", c.get(), a.astype(np.float64) @ b, 1e-5)
 
 
 if __name__ == "__main__":

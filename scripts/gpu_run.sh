@@ -15,4 +15,3 @@ if [ -z "${BLASDX_SKIP_BENCH:-}" ]; then
   python3 benchmarks/bench_gpu.py --out "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -n 20
 fi
 python3 -m blasdx demo
-for f in examples/*.py; do python3 "$f" > "$OUT/$(basename "$f").log" 2>&1 && echo "example $f: ok" || echo "example $f: FAILED"; done

@@ -59,6 +59,13 @@ __device__ __forceinline__ complex<T> operator+(const complex<T>& p, const compl
   return complex<T>{p.x + q.x, p.y + q.y};
 }
 template <class T>
+__device__ __forceinline__ complex<T> operator-(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x - q.x, p.y - q.y};
+}
+template <class T> __device__ __forceinline__ complex<T> operator-(const complex<T>& p) {
+  return complex<T>{-p.x, -p.y};
+}
+template <class T>
 __device__ __forceinline__ complex<T> operator*(const complex<T>& p, const complex<T>& q) {
   return complex<T>{p.x * q.x - p.y * q.y, p.x * q.y + p.y * q.x};
 }
@@ -71,6 +78,79 @@ template <class T>
 __device__ __forceinline__ complex<T> mul_add(const complex<T>& p, const complex<T>& q,
                                               const complex<T>& acc) {
   return complex<T>{acc.x + p.x * q.x - p.y * q.y, acc.y + p.x * q.y + p.y * q.x};
+}
+
+// --- Element-wise hooks (cuBLASDx's load and store functors) ---------------------------
+template <class P, class Q> struct is_same { static constexpr bool value = false; };
+template <class P> struct is_same<P, P> { static constexpr bool value = true; };
+template <class T> __device__ T&& declval();  // for unevaluated contexts only
+
+// The type a hook computes in: float for the narrow floating-point types, else the type.
+template <class T> struct compute { using type = T; };
+template <> struct compute<__half> { using type = float; };
+template <> struct compute<__nv_bfloat16> { using type = float; };
+template <> struct compute<__nv_fp8_e4m3> { using type = float; };
+template <> struct compute<__nv_fp8_e5m2> { using type = float; };
+template <class T> struct compute<complex<T>> { using type = complex<typename compute<T>::type>; };
+
+// The default hook: leaves values untouched and costs nothing.
+struct identity {
+  template <class T> __device__ __forceinline__ T operator()(const T& x) const { return x; }
+};
+
+// A load hook on one stored element: computed in compute<S>, stored back as S.
+template <class S, class Op>
+__device__ __forceinline__ S apply_load(const Op& op, const S& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else {
+    return convert<S>(op(convert<typename compute<S>::type>(v)));
+  }
+}
+
+// Whether a store hook takes the element's position: op(row, col, x).
+template <class Op, class T, class = void> struct takes_position { static constexpr bool value = false; };
+template <class Op, class T>
+struct takes_position<Op, T, decltype(void(declval<const Op&>()(0, 0, declval<T>())))> {
+  static constexpr bool value = true;
+};
+
+template <class Op, class T>
+__device__ __forceinline__ T apply_store(const Op& op, int row, int col, const T& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else if constexpr (takes_position<Op, T>::value) {
+    return op(row, col, v);
+  } else {
+    return op(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ T scale(const T& x, double re, double) {
+  return x * static_cast<T>(re);
+}
+template <class T> __device__ __forceinline__ complex<T> scale(const complex<T>& x, double re, double im) {
+  return x * complex<T>{static_cast<T>(re), static_cast<T>(im)};
+}
+
+// The largest finite value of a storage type, for satfinite.
+template <class S> struct finite_max { static constexpr double value = 0; };
+template <> struct finite_max<__half> { static constexpr double value = 65504.0; };
+template <> struct finite_max<__nv_bfloat16> { static constexpr double value = 3.3895313892515355e38; };
+template <> struct finite_max<__nv_fp8_e4m3> { static constexpr double value = 448.0; };
+template <> struct finite_max<__nv_fp8_e5m2> { static constexpr double value = 57344.0; };
+template <> struct finite_max<float> { static constexpr double value = 3.4028234663852886e38; };
+template <> struct finite_max<double> { static constexpr double value = 1.7976931348623157e308; };
+template <class S> struct finite_max<complex<S>> : finite_max<S> {};
+
+// Saturate to the finite range of S, as WMMA's satf: +-inf and beyond to +-max, NaN to +0.
+template <class S, class T> __device__ __forceinline__ T satfinite(const T& x) {
+  const T hi = static_cast<T>(finite_max<S>::value);
+  if (!(x == x)) return T(0);
+  return x > hi ? hi : (x < -hi ? -hi : x);
+}
+template <class S, class T> __device__ __forceinline__ complex<T> satfinite(const complex<T>& x) {
+  return complex<T>{satfinite<S>(x.x), satfinite<S>(x.y)};
 }
 
 // Raw bits of one mma operand element, zero-extended into the low bits of a word.
@@ -140,9 +220,12 @@ __device__ __forceinline__ int thread_rank() {
 
 // blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_0adb0068
 //   64x64x64, mma_f16, 128 threads
-// C = alpha * op(A) * op(B) + beta * C with A, B and C in shared memory, computed by the
-// first 128 threads of the block (in thread-rank order); every thread of the
-// block must call execute(). beta == 0 ignores C; alpha == 0 ignores A and B.
+// C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
+// shared memory, computed by the first 128 threads of the block (in thread-rank
+// order); every thread of the block must call execute(). beta == 0 ignores C; alpha == 0
+// ignores A and B. The hooks are optional functors: a_load/b_load take and return the
+// element in blasdx::compute<a_t/b_t>::type (float for 16- and 8-bit floats), c_load and
+// c_store a scalar_t; c_store may instead take (row, col, x).
 namespace blasdx_block_gemm {
 
 using a_t = __half;
@@ -182,15 +265,16 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
-// One output element: C(r, c) = alpha * acc + beta * C(r, c).
-template <class Acc>
+// One output element: C(r, c) = c_store(alpha * acc + beta * c_load(C(r, c))).
+template <class Acc, class CLoad, class CStore>
 __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc, const scalar_t& alpha,
-                                         const scalar_t& beta) {
+                                         const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
   scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
   c_t* p = sc + c_index(r, col);
-  if (!blasdx::is_zero(beta)) v = v + beta * blasdx::convert<scalar_t>(*p);
-  *p = blasdx::convert<c_t>(v);
+  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(*p));
+  *p = blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
 }
+
 
 // Tensor cores: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // Each warp computes 32x32 tiles of C (2x4 instructions of 16x8x16),
@@ -205,7 +289,9 @@ constexpr int a_regs = 4, b_regs = 2, c_vals = 4;
 
 // m16n8k16 fragments: 2 element(s) per 32-bit register.
 constexpr int epr = 2;
-__device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int g, int t) {
+template <class Op>
+__device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int g, int t,
+                                                const Op& op) {
 #pragma unroll
   for (int j = 0; j < a_regs; ++j) {
     const int r = r0 + g + 8 * (j & 1);
@@ -213,12 +299,14 @@ __device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* 
 #pragma unroll
     for (int e = 0; e < epr; ++e) {
       const int c = k0 + epr * t + e + (ik / 2) * (j >> 1);
-      if (r < m && c < k) word |= blasdx::operand_bits(sa[a_index(r, c)]) << (e * (32 / epr));
+      if (r < m && c < k) word |= blasdx::operand_bits(blasdx::apply_load(op, sa[a_index(r, c)])) << (e * (32 / epr));
     }
     f[j] = word;
   }
 }
-__device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int g, int t) {
+template <class Op>
+__device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int g, int t,
+                                                const Op& op) {
   const int c = n0 + g;
 #pragma unroll
   for (int j = 0; j < b_regs; ++j) {
@@ -226,7 +314,7 @@ __device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* 
 #pragma unroll
     for (int e = 0; e < epr; ++e) {
       const int r = k0 + epr * t + e + (ik / 2) * j;
-      if (r < k && c < n) word |= blasdx::operand_bits(sb[b_index(r, c)]) << (e * (32 / epr));
+      if (r < k && c < n) word |= blasdx::operand_bits(blasdx::apply_load(op, sb[b_index(r, c)])) << (e * (32 / epr));
     }
     f[j] = word;
   }
@@ -249,8 +337,11 @@ __device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_
 #endif
 }
 
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
+          class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
-                                        c_t* sc) {
+                                        c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
+                                        const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
   if (rank < warps * 32) {
     const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
@@ -267,9 +358,9 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
         frag_t fa[pm][a_regs];
         frag_t fb[pn][b_regs];
 #pragma unroll
-        for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t);
+        for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
 #pragma unroll
-        for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t);
+        for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t, b_load);
 #pragma unroll
         for (int i = 0; i < pm; ++i)
 #pragma unroll
@@ -282,7 +373,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 #pragma unroll
           for (int v = 0; v < c_vals; ++v) {
             const int r = m0 + i * im + c_row(v, g, t), col = n0 + j * in_ + c_col(v, g, t);
-            if (r < m && col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta);
+            if (r < m && col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
           }
     }
   }

@@ -59,6 +59,13 @@ __device__ __forceinline__ complex<T> operator+(const complex<T>& p, const compl
   return complex<T>{p.x + q.x, p.y + q.y};
 }
 template <class T>
+__device__ __forceinline__ complex<T> operator-(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x - q.x, p.y - q.y};
+}
+template <class T> __device__ __forceinline__ complex<T> operator-(const complex<T>& p) {
+  return complex<T>{-p.x, -p.y};
+}
+template <class T>
 __device__ __forceinline__ complex<T> operator*(const complex<T>& p, const complex<T>& q) {
   return complex<T>{p.x * q.x - p.y * q.y, p.x * q.y + p.y * q.x};
 }
@@ -71,6 +78,79 @@ template <class T>
 __device__ __forceinline__ complex<T> mul_add(const complex<T>& p, const complex<T>& q,
                                               const complex<T>& acc) {
   return complex<T>{acc.x + p.x * q.x - p.y * q.y, acc.y + p.x * q.y + p.y * q.x};
+}
+
+// --- Element-wise hooks (cuBLASDx's load and store functors) ---------------------------
+template <class P, class Q> struct is_same { static constexpr bool value = false; };
+template <class P> struct is_same<P, P> { static constexpr bool value = true; };
+template <class T> __device__ T&& declval();  // for unevaluated contexts only
+
+// The type a hook computes in: float for the narrow floating-point types, else the type.
+template <class T> struct compute { using type = T; };
+template <> struct compute<__half> { using type = float; };
+template <> struct compute<__nv_bfloat16> { using type = float; };
+template <> struct compute<__nv_fp8_e4m3> { using type = float; };
+template <> struct compute<__nv_fp8_e5m2> { using type = float; };
+template <class T> struct compute<complex<T>> { using type = complex<typename compute<T>::type>; };
+
+// The default hook: leaves values untouched and costs nothing.
+struct identity {
+  template <class T> __device__ __forceinline__ T operator()(const T& x) const { return x; }
+};
+
+// A load hook on one stored element: computed in compute<S>, stored back as S.
+template <class S, class Op>
+__device__ __forceinline__ S apply_load(const Op& op, const S& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else {
+    return convert<S>(op(convert<typename compute<S>::type>(v)));
+  }
+}
+
+// Whether a store hook takes the element's position: op(row, col, x).
+template <class Op, class T, class = void> struct takes_position { static constexpr bool value = false; };
+template <class Op, class T>
+struct takes_position<Op, T, decltype(void(declval<const Op&>()(0, 0, declval<T>())))> {
+  static constexpr bool value = true;
+};
+
+template <class Op, class T>
+__device__ __forceinline__ T apply_store(const Op& op, int row, int col, const T& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else if constexpr (takes_position<Op, T>::value) {
+    return op(row, col, v);
+  } else {
+    return op(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ T scale(const T& x, double re, double) {
+  return x * static_cast<T>(re);
+}
+template <class T> __device__ __forceinline__ complex<T> scale(const complex<T>& x, double re, double im) {
+  return x * complex<T>{static_cast<T>(re), static_cast<T>(im)};
+}
+
+// The largest finite value of a storage type, for satfinite.
+template <class S> struct finite_max { static constexpr double value = 0; };
+template <> struct finite_max<__half> { static constexpr double value = 65504.0; };
+template <> struct finite_max<__nv_bfloat16> { static constexpr double value = 3.3895313892515355e38; };
+template <> struct finite_max<__nv_fp8_e4m3> { static constexpr double value = 448.0; };
+template <> struct finite_max<__nv_fp8_e5m2> { static constexpr double value = 57344.0; };
+template <> struct finite_max<float> { static constexpr double value = 3.4028234663852886e38; };
+template <> struct finite_max<double> { static constexpr double value = 1.7976931348623157e308; };
+template <class S> struct finite_max<complex<S>> : finite_max<S> {};
+
+// Saturate to the finite range of S, as WMMA's satf: +-inf and beyond to +-max, NaN to +0.
+template <class S, class T> __device__ __forceinline__ T satfinite(const T& x) {
+  const T hi = static_cast<T>(finite_max<S>::value);
+  if (!(x == x)) return T(0);
+  return x > hi ? hi : (x < -hi ? -hi : x);
+}
+template <class S, class T> __device__ __forceinline__ complex<T> satfinite(const complex<T>& x) {
+  return complex<T>{satfinite<S>(x.x), satfinite<S>(x.y)};
 }
 
 // Raw bits of one mma operand element, zero-extended into the low bits of a word.
@@ -140,9 +220,12 @@ __device__ __forceinline__ int thread_rank() {
 
 // blasdx block GEMM blasdx_gemm_sm700_s16s16s64_16x16x16_rrc_t32_c01dd71a
 //   16x16x16, fma, 32 threads
-// C = alpha * op(A) * op(B) + beta * C with A, B and C in shared memory, computed by the
-// first 32 threads of the block (in thread-rank order); every thread of the
-// block must call execute(). beta == 0 ignores C; alpha == 0 ignores A and B.
+// C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
+// shared memory, computed by the first 32 threads of the block (in thread-rank
+// order); every thread of the block must call execute(). beta == 0 ignores C; alpha == 0
+// ignores A and B. The hooks are optional functors: a_load/b_load take and return the
+// element in blasdx::compute<a_t/b_t>::type (float for 16- and 8-bit floats), c_load and
+// c_store a scalar_t; c_store may instead take (row, col, x).
 namespace blasdx_block_gemm {
 
 using a_t = short;
@@ -182,28 +265,32 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
-// One output element: C(r, c) = alpha * acc + beta * C(r, c).
-template <class Acc>
+// One output element: C(r, c) = c_store(alpha * acc + beta * c_load(C(r, c))).
+template <class Acc, class CLoad, class CStore>
 __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc, const scalar_t& alpha,
-                                         const scalar_t& beta) {
+                                         const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
   scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
   c_t* p = sc + c_index(r, col);
-  if (!blasdx::is_zero(beta)) v = v + beta * blasdx::convert<scalar_t>(*p);
-  *p = blasdx::convert<c_t>(v);
+  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(*p));
+  *p = blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
 }
+
 
 // FMA: each thread accumulates 2x2 outputs in acc_t.
 constexpr int tile_m = 2, tile_n = 2, tiles_m = 8, tiles = 64;
 
-__device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c) {
-  return (blasdx::convert<acc_t>(sa[a_index(r, c)]));
+template <class Op> __device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c, const Op& op) {
+  return (blasdx::convert<acc_t>(blasdx::apply_load(op, sa[a_index(r, c)])));
 }
-__device__ __forceinline__ acc_t load_b(const b_t* sb, int r, int c) {
-  return (blasdx::convert<acc_t>(sb[b_index(r, c)]));
+template <class Op> __device__ __forceinline__ acc_t load_b(const b_t* sb, int r, int c, const Op& op) {
+  return (blasdx::convert<acc_t>(blasdx::apply_load(op, sb[b_index(r, c)])));
 }
 
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
+          class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
-                                        c_t* sc) {
+                                        c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
+                                        const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
   if (rank < threads) {
     for (int tile = rank; tile < tiles; tile += threads) {
@@ -216,9 +303,9 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
       for (int kk = 0; kk < k; ++kk) {
         acc_t av[tile_m], bv[tile_n];
 #pragma unroll
-        for (int i = 0; i < tile_m; ++i) av[i] = (m0 + i < m) ? load_a(sa, m0 + i, kk) : blasdx::zero<acc_t>();
+        for (int i = 0; i < tile_m; ++i) av[i] = (m0 + i < m) ? load_a(sa, m0 + i, kk, a_load) : blasdx::zero<acc_t>();
 #pragma unroll
-        for (int j = 0; j < tile_n; ++j) bv[j] = (n0 + j < n) ? load_b(sb, kk, n0 + j) : blasdx::zero<acc_t>();
+        for (int j = 0; j < tile_n; ++j) bv[j] = (n0 + j < n) ? load_b(sb, kk, n0 + j, b_load) : blasdx::zero<acc_t>();
 #pragma unroll
         for (int i = 0; i < tile_m; ++i)
 #pragma unroll
@@ -228,7 +315,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
       for (int i = 0; i < tile_m; ++i)
 #pragma unroll
         for (int j = 0; j < tile_n; ++j)
-          if (m0 + i < m && n0 + j < n) update_c(sc, m0 + i, n0 + j, acc[i][j], alpha, beta);
+          if (m0 + i < m && n0 + j < n) update_c(sc, m0 + i, n0 + j, acc[i][j], alpha, beta, c_load, c_store);
     }
   }
   __syncthreads();

@@ -1,0 +1,178 @@
+"""Element-wise hooks of execute(): cuBLASDx's a/b/c load and c store functors, from Python.
+
+A hook is a built-in name ("relu", "gelu", ...), ``scale(s)``, or a C++ expression of
+``x``. ``Fusion`` collects the hooks of one execute() call (and whether a bias vector is
+added) as a frozen value; the renderer prints it as C++ functors and the runtime keys
+its compiled kernels on it. Everything here is decided in Python, before any compile.
+
+In a hook, ``x`` has type ``T``: ``float`` for float16, bfloat16 and float8 data, the
+element type otherwise (``blasdx::complex<float>`` and so on for complex GEMMs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import re
+from dataclasses import dataclass
+
+from .errors import ArgumentError
+from .precision import PRECISIONS
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FORBIDDEN = (";", "{", "}", "#", '"', "\\", "\n", "//", "/*")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One element-wise function ``x -> expression``, printed as a C++ functor."""
+
+    name: str  # a built-in name, "scale" or "expression"
+    expression: str  # C++ of x (type T; S is the stored element type)
+    real_only: bool = False  # meaningless on complex values
+    float_only: bool = False  # meaningless on integers
+    factor: complex | None = None  # scale()'s factor
+
+    def __repr__(self) -> str:
+        if self.name == "expression":
+            return f"blasdx.expression({self.expression!r})"
+        if self.factor is not None:
+            return f"blasdx.scale({self.factor if self.factor.imag else self.factor.real!r})"
+        return repr(self.name)
+
+    @property
+    def is_identity(self) -> bool:
+        return self.name == "identity"
+
+
+IDENTITY = Hook("identity", "x")
+BUILTINS: dict[str, Hook] = {h.name: h for h in (
+    IDENTITY,
+    Hook("negate", "-x"),
+    Hook("conj", "blasdx::conj(x)"),
+    Hook("relu", "(x > T(0) ? x : T(0))", real_only=True),
+    Hook("gelu", "T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)))",
+         real_only=True, float_only=True),
+    Hook("sigmoid", "T(1) / (T(1) + exp(-x))", real_only=True, float_only=True),
+    Hook("tanh", "tanh(x)", real_only=True, float_only=True),
+    # Clamped to the finite range of the stored type; +-inf to +-max, NaN to +0 (WMMA's satf).
+    Hook("satfinite", "blasdx::satfinite<S>(x)", float_only=True),
+)}
+
+
+def scale(factor: numbers.Number) -> Hook:
+    """The hook ``x -> factor * x`` (a complex factor needs a complex GEMM)."""
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Number):
+        raise ArgumentError(f"scale() takes a number, got {factor!r}")
+    value = complex(factor)
+    if not (math.isfinite(value.real) and math.isfinite(value.imag)):
+        raise ArgumentError(f"scale() takes a finite number, got {factor!r}")
+    return Hook("scale", f"blasdx::scale(x, {value.real!r}, {value.imag!r})", factor=value)
+
+
+def expression(text: str) -> Hook:
+    """A C++ expression of ``x`` (type ``T``), for example ``"x * x"`` or ``"fminf(x, 6.f)"``."""
+    if not isinstance(text, str) or not text.strip():
+        raise ArgumentError(f"a hook expression must be a non-empty string, got {text!r}")
+    for bad in _FORBIDDEN:
+        if bad in text:
+            raise ArgumentError(
+                f"hook expression {text!r} contains {bad!r}; write one C++ expression of x, such "
+                f"as 'x > 0 ? x : T(0)' (no statements, braces, comments or strings)"
+            )
+    return Hook("expression", text.strip())
+
+
+def to_hook(value: str | Hook | None, slot: str) -> Hook:
+    """A hook from what a user passed: None, a Hook, a built-in name or an expression."""
+    if value is None:
+        return IDENTITY
+    if isinstance(value, Hook):
+        return value
+    if not isinstance(value, str):
+        raise ArgumentError(
+            f"{slot} must be a built-in name ({', '.join(BUILTINS)}), blasdx.scale(s), or a C++ "
+            f"expression of x; got {value!r} of type {type(value).__name__}"
+        )
+    name = value.strip()
+    if name in BUILTINS:
+        return BUILTINS[name]
+    if _IDENTIFIER.match(name) and name != "x":
+        raise ArgumentError(
+            f"{slot}={value!r} is not a built-in hook; the built-ins are {', '.join(BUILTINS)} "
+            f"(and blasdx.scale(s)); or write a C++ expression of x such as 'x > 0 ? x : T(0)'"
+        )
+    return expression(name)
+
+
+def check_hook(hook: Hook, slot: str, precision: str, is_complex: bool) -> None:
+    """Reject a built-in that means nothing for the slot's values."""
+    info = PRECISIONS[precision]
+    what = f"complex {precision}" if is_complex else precision
+    if hook.real_only and is_complex:
+        raise ArgumentError(f"{slot}={hook.name!r} is defined for real values, but this GEMM's "
+                            f"values are {what}; use an expression of x instead")
+    if hook.float_only and not info.is_float:
+        raise ArgumentError(f"{slot}={hook.name!r} needs floating-point values, but this GEMM's "
+                            f"values are {what}")
+    if hook.factor is not None:
+        if hook.factor.imag and not is_complex:
+            raise ArgumentError(f"{slot}: scale({hook.factor}) is complex, but this GEMM's values "
+                                f"are {what}; use a real factor")
+        if not info.is_float and not (hook.factor.real.is_integer() and hook.factor.imag.is_integer()):
+            raise ArgumentError(f"{slot}: scale({hook.factor}) is not integral, but this GEMM's "
+                                f"values are {what}; use an integer factor")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """The element-wise work fused into one execute() kernel."""
+
+    a_load: Hook = IDENTITY
+    b_load: Hook = IDENTITY
+    c_load: Hook = IDENTITY
+    c_store: Hook = IDENTITY
+    bias: bool = False  # a bias array broadcast to C is added before c_store
+
+    @property
+    def is_identity(self) -> bool:
+        return self == NO_FUSION
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(repr((self.a_load.expression, self.b_load.expression,
+                                    self.c_load.expression, self.c_store.expression,
+                                    self.bias)).encode()).hexdigest()[:8]
+
+    @property
+    def expressions(self) -> list[tuple[str, str]]:
+        """(slot, expression) of the user-written expressions, for error messages."""
+        return [(s, getattr(self, s).expression) for s in ("a_load", "b_load", "c_load", "c_store")
+                if getattr(self, s).name == "expression"]
+
+
+NO_FUSION = Fusion()
+
+
+def make_fusion(*, prologue, epilogue, a_load, b_load, c_load, c_store, has_bias: bool,
+                precisions: tuple[str, str, str], scalar_precision: str,
+                is_complex: bool) -> Fusion:
+    """Resolve execute()'s hook arguments: ``prologue`` is a_load and b_load together,
+    ``epilogue`` is c_store; giving both a shorthand and its slot is an error."""
+    if prologue is not None and (a_load is not None or b_load is not None):
+        raise ArgumentError("prologue= applies to both A and B; give either prologue= or "
+                            "a_load=/b_load=, not both")
+    if epilogue is not None and c_store is not None:
+        raise ArgumentError("epilogue= is c_store=; give one of them, not both")
+    if prologue is not None:
+        a_load = b_load = prologue
+    if epilogue is not None:
+        c_store = epilogue
+    hooks = {"a_load": to_hook(a_load, "a_load"), "b_load": to_hook(b_load, "b_load"),
+             "c_load": to_hook(c_load, "c_load"), "c_store": to_hook(c_store, "c_store")}
+    value_precision = {"a_load": precisions[0], "b_load": precisions[1],
+                       "c_load": scalar_precision, "c_store": scalar_precision}
+    for slot, hook in hooks.items():
+        check_hook(hook, slot, value_precision[slot], is_complex)
+    return Fusion(**hooks, bias=has_bias)

@@ -1,0 +1,187 @@
+"""Fusion on a GPU: execute() hooks and bias against NumPy, compile_kernel launches, and
+the bound-launch fast path. Marked ``gpu``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import blasdx
+from blasdx import SM, ArgumentError, Arrangement, Block, Precision, Size, Type
+
+from .gpu_support import Operand, bound, relative_error
+
+pytestmark = pytest.mark.gpu
+
+_erf = np.vectorize(math.erf)
+REFERENCE = {
+    "identity": lambda x: x,
+    "negate": lambda x: -x,
+    "conj": np.conj,
+    "relu": lambda x: np.maximum(x, 0),
+    "gelu": lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "tanh": np.tanh,
+}
+ROW_MAJOR = Arrangement("row_major", "row_major", "row_major")
+
+
+def describe(a, b, c, size=(30, 31, 33), complex_=False):
+    desc = Size(*size) + Precision(a, b, c) + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
+    return desc + Type("complex") if complex_ else desc
+
+
+def operands(desc, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(Operand(desc, x, batch, None, rng) for x in "abc")
+
+
+CASES = [  # (precisions, complex, hooks)
+    (("float16", "float16", "float32"), False, dict(epilogue="relu")),
+    (("float16", "float16", "float32"), False, dict(epilogue="gelu", c_load="negate")),
+    (("float16", "float16", "float32"), False, dict(a_load="negate", b_load="tanh", epilogue="sigmoid")),
+    (("float32", "float32", "float32"), False, dict(prologue="relu", epilogue="tanh")),
+    (("float64", "float64", "float64"), False, dict(a_load=blasdx.scale(0.5), epilogue="x * x - T(1)")),
+    (("int8", "int8", "int32"), False, dict(a_load="relu", epilogue=blasdx.scale(-3), c_load="negate")),
+    (("float32", "float32", "float32"), True, dict(a_load="conj", c_load=blasdx.scale(2j), epilogue="negate")),
+    (("float16", "float16", "float16"), True, dict(prologue=blasdx.scale(1 - 1j))),
+]
+
+
+def _hook_ref(hook):
+    hook = blasdx.hooks.to_hook(hook, "test")
+    if hook.factor is not None:
+        return lambda x: hook.factor * x if np.iscomplexobj(x) else hook.factor.real * x
+    if hook.name == "expression":
+        assert hook.expression == "x * x - T(1)"
+        return lambda x: x * x - 1
+    return REFERENCE[hook.name]
+
+
+@pytest.mark.parametrize("precisions, complex_, hooks", CASES,
+                         ids=[f"{'c' if cx else ''}{p[0]}-{'-'.join(h)}" for p, cx, h in CASES])
+def test_hooks_match_numpy(precisions, complex_, hooks):
+    desc = describe(*precisions, complex_=complex_)
+    a, b, c = operands(desc, batch=5)
+    alpha, beta = 2, 1
+    desc.execute(a.array, b.array, c.array, alpha, beta, **hooks)
+    pro = hooks.get("prologue")
+    fa, fb = _hook_ref(hooks.get("a_load", pro)), _hook_ref(hooks.get("b_load", pro))
+    fcl, fcs = _hook_ref(hooks.get("c_load")), _hook_ref(hooks.get("epilogue"))
+    ref = fcs(alpha * np.matmul(fa(a.values), fb(b.values)) + beta * fcl(c.values))
+    # Load hooks store their result in the input precision again (rounding like the input).
+    limit = 0 if bound(desc) == 0 else 3 * bound(desc)
+    err = relative_error(c.result(), ref) if limit else float(np.max(np.abs(c.result() - ref)))
+    assert err <= limit, f"{hooks}: error {err:.3g} > {limit:.3g}"
+
+
+def test_satfinite_clamps_to_float16_range():
+    desc = describe("float16", "float16", "float16", size=(32, 32, 32))
+    a, b, c = operands(desc, batch=2)
+    desc.execute(a.array, b.array, c.array, 1e5, 0, epilogue="satfinite")
+    out = c.result()
+    ref = np.clip(1e5 * np.matmul(a.values, b.values), -65504, 65504)
+    assert np.all(np.isfinite(out)) and np.max(np.abs(out)) == 65504
+    assert relative_error(out, ref) < 2e-3
+    desc.execute(a.array, b.array, c.array, 1e5, 0)  # without it the large values overflow
+    assert not np.all(np.isfinite(c.result()))
+
+
+@pytest.mark.parametrize("shape", ["n", "1n", "m1", "b1n", "bm1", "bmn", "11"])
+def test_bias_broadcasts_like_numpy(shape):
+    import cupy
+
+    desc = describe("float32", "float32", "float32", size=(24, 20, 16))
+    batch, (m, n, _) = 3, desc.size
+    a, b, c = operands(desc, batch=batch)
+    dims = {"b": batch, "m": m, "n": n, "1": 1}
+    host = np.random.default_rng(1).standard_normal([dims[ch] for ch in shape]).astype(np.float32)
+    desc.execute(a.array, b.array, c.array, 1, 1, bias=cupy.asarray(host), epilogue="relu")
+    ref = np.maximum(np.matmul(a.values, b.values) + c.values + host, 0)
+    assert relative_error(c.result(), ref) < 1e-5
+
+
+def test_bias_on_a_complex_float16_gemm():
+    import cupy
+
+    desc = describe("float16", "float16", "float16", size=(16, 16, 16), complex_=True)
+    a, b, c = operands(desc, batch=2)
+    host = np.random.default_rng(2).standard_normal((16, 2)).astype(np.float16)
+    desc.execute(a.array, b.array, c.array, 1, 0, bias=cupy.asarray(host))
+    ref = np.matmul(a.values, b.values) + (host[:, 0] + 1j * host[:, 1]).astype(np.complex128)
+    assert relative_error(c.result(), ref) < 5e-3
+
+
+def test_bad_bias_is_an_argument_error():
+    import cupy
+
+    desc = describe("float32", "float32", "float32", size=(24, 20, 16))
+    a, b, c = operands(desc, batch=3)
+    cases = [
+        (cupy.zeros(20, dtype=np.float64), "dtype float64, but C has dtype float32"),
+        (cupy.zeros(21, dtype=np.float32), "does not broadcast"),
+        (cupy.zeros((4, 24, 20), dtype=np.float32), "does not broadcast"),
+        (cupy.zeros((1, 1, 24, 20), dtype=np.float32), "broadcasts to C's shape"),
+        (np.zeros(20, dtype=np.float32), "NumPy"),
+        (c.array[0, 0], "overlaps C"),
+    ]
+    for bias, match in cases:
+        with pytest.raises(ArgumentError, match=match):
+            desc.execute(a.array, b.array, c.array, bias=bias)
+
+
+def test_compile_kernel_launches_a_user_kernel_with_large_shared_memory():
+    """A user kernel whose dynamic shared memory is over 48 KiB: the limit is raised."""
+    import cupy
+
+    gemm = Size(64, 64, 80) + Precision("float32") + ROW_MAJOR + SM(900) + Block()
+    assert gemm.shared_memory_size > 48 * 1024
+    source = gemm.device_source("g") + r'''
+extern "C" __global__ void relu_gemm(const float* a, const float* b, float* c, float shift) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* sa = reinterpret_cast<float*>(smem + g::a_offset);
+  float* sb = reinterpret_cast<float*>(smem + g::b_offset);
+  float* sc = reinterpret_cast<float*>(smem + g::c_offset);
+  g::load_a(a, sa);
+  g::load_b(b, sb);
+  g::copy_wait();
+  g::execute(1.0f, sa, sb, 0.0f, sc);
+  for (int i = blasdx::thread_rank(); i < g::m * g::n; i += blockDim.x) sc[i] = fmaxf(sc[i] + shift, 0.0f);
+  __syncthreads();
+  g::store_c(sc, c);
+}
+'''
+    kernel = blasdx.compile_kernel(source, "relu_gemm")
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((64, 80)).astype(np.float32), rng.standard_normal((80, 64)).astype(np.float32)
+    c = cupy.full((64, 64), np.nan, dtype=np.float32)
+    kernel(1, gemm.block_dim, (cupy.asarray(a), cupy.asarray(b), c, np.float32(0.25)),
+           shared_mem=gemm.shared_memory_size)
+    ref = np.maximum(a.astype(np.float64) @ b + 0.25, 0)
+    assert relative_error(c.get(), ref) < 1e-5
+    with pytest.raises(ArgumentError, match="over this GPU's limit"):
+        kernel(1, gemm.block_dim, (cupy.asarray(a), cupy.asarray(b), c, np.float32(0)), shared_mem=1 << 20)
+    with pytest.raises(ArgumentError, match="grid must be"):
+        kernel(0, gemm.block_dim, (), shared_mem=0)
+
+
+def test_bound_launch_reuses_checks_but_still_catches_overlap_and_new_alignment():
+    import cupy
+
+    desc = describe("float16", "float16", "float32", size=(32, 32, 32))
+    a, b, c = operands(desc, batch=4)
+    desc.execute(a.array, b.array, c.array)
+    first = c.result()
+    c.poison_all()
+    desc.execute(a.array, b.array, c.array)  # the fast path
+    assert np.array_equal(c.result(), first)
+    # Same shapes and strides, but C now aliases A's memory: caught on the fast path too.
+    alias = cupy.ndarray(c.array.shape, c.array.dtype, a.buffer.data, strides=c.array.strides)
+    with pytest.raises(ArgumentError, match="overlaps"):
+        desc.execute(a.array, b.array, alias)
+    # Another GEMM with other arrays and an odd pointer offset still runs correctly.
+    a2, b2, c2 = operands(desc, batch=4, seed=5)
+    desc.execute(a2.array, b2.array, c2.array)
+    assert relative_error(c2.result(), np.matmul(a2.values, b2.values)) < 2e-3

@@ -1,0 +1,160 @@
+"""Element-wise hooks and compile_kernel without a GPU: validation, rendering, NVRTC."""
+
+from __future__ import annotations
+
+import pytest
+
+import blasdx
+from blasdx import SM, ArgumentError, Arrangement, Block, CompileError, Precision, Size, Type
+from blasdx.compiler import compile_plan
+from blasdx.hooks import BUILTINS, NO_FUSION, make_fusion
+from blasdx.render import kernel_name, render_kernel
+
+F16 = Size(32, 32, 32) + Precision("float16", "float16", "float32") + SM(900) + Block()
+F32 = Size(16, 16, 16) + Precision("float32") + SM(900) + Block()
+I8 = Size(32, 32, 32) + Precision("int8", "int8", "int32") + SM(900) + Block()
+C32 = Size(16, 16, 16) + Precision("float32") + Type("complex") + SM(900) + Block()
+
+
+def fusion_for(desc, has_bias=False, **hooks):
+    args = dict(prologue=None, epilogue=None, a_load=None, b_load=None, c_load=None, c_store=None)
+    args.update(hooks)
+    return make_fusion(**args, has_bias=has_bias, precisions=tuple(desc.precision),
+                       scalar_precision=desc.plan.scalar_precision, is_complex=desc.is_complex)
+
+
+def test_no_hooks_is_the_plain_kernel():
+    assert fusion_for(F16) == NO_FUSION
+    assert render_kernel(F16.plan, NO_FUSION) == F16.source
+    assert kernel_name(F16.plan, NO_FUSION) == F16.plan.kernel_name
+
+
+def test_shorthands_set_their_slots():
+    f = fusion_for(F16, prologue="negate", epilogue="relu")
+    assert (f.a_load.name, f.b_load.name, f.c_load.name, f.c_store.name) == ("negate", "negate", "identity", "relu")
+
+
+def test_hooks_change_the_kernel_name_and_source():
+    relu, gelu = fusion_for(F16, epilogue="relu"), fusion_for(F16, epilogue="gelu")
+    names = {kernel_name(F16.plan, f) for f in (NO_FUSION, relu, gelu, fusion_for(F16, epilogue="relu", has_bias=True))}
+    assert len(names) == 4
+    assert "(x > T(0) ? x : T(0))" in render_kernel(F16.plan, relu)
+
+
+@pytest.mark.parametrize("desc", [F16, F32, I8, C32], ids=["f16", "f32", "s8", "c32"])
+def test_every_valid_builtin_compiles(desc):
+    for name, hook in BUILTINS.items():
+        try:
+            fusion = fusion_for(desc, a_load=name, c_load=name, c_store=name, has_bias=True)
+        except ArgumentError:
+            # Only the built-ins that mean nothing here may be refused.
+            info = blasdx.precision.PRECISIONS[desc.precision.c]
+            assert (hook.real_only and desc.is_complex) or (hook.float_only and not info.is_float), name
+            continue
+        compiled = compile_plan(desc.plan, 900, fusion=fusion)
+        assert compiled.kernel_name.endswith(fusion.digest)
+
+
+def test_scale_and_expressions_compile():
+    fusion = fusion_for(F16, a_load=blasdx.scale(0.5), b_load="x * x", c_store="fminf(x, T(6))")
+    assert len(compile_plan(F16.plan, 900, fusion=fusion).cubin) > 1000
+    complex_scale = fusion_for(C32, a_load=blasdx.scale(1 - 2j), epilogue="conj")
+    assert len(compile_plan(C32.plan, 900, fusion=complex_scale).cubin) > 1000
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(epilogue="rleu"), "not a built-in hook.*relu"),
+    (dict(epilogue=3), "must be a built-in name"),
+    (dict(epilogue=""), "non-empty"),
+    (dict(epilogue="x; asm(\"trap;\")"), "contains"),
+    (dict(epilogue="{ return x; }"), "contains"),
+    (dict(prologue="relu", a_load="negate"), "either prologue= or a_load="),
+    (dict(epilogue="relu", c_store="gelu"), "epilogue= is c_store="),
+])
+def test_bad_hooks_are_argument_errors(kwargs, match):
+    with pytest.raises(ArgumentError, match=match):
+        fusion_for(F16, **kwargs)
+
+
+@pytest.mark.parametrize("desc, kwargs, match", [
+    (I8, dict(epilogue="gelu"), "needs floating-point values"),
+    (I8, dict(epilogue="satfinite"), "needs floating-point values"),
+    (I8, dict(a_load=blasdx.scale(0.5)), "not integral"),
+    (C32, dict(epilogue="relu"), "defined for real values"),
+    (F32, dict(a_load=blasdx.scale(1j)), "is complex"),
+])
+def test_builtins_that_mean_nothing_for_the_values_are_refused(desc, kwargs, match):
+    with pytest.raises(ArgumentError, match=match):
+        fusion_for(desc, **kwargs)
+
+
+def test_scale_rejects_non_numbers():
+    with pytest.raises(ArgumentError, match="takes a number"):
+        blasdx.scale("2")
+    with pytest.raises(ArgumentError, match="finite"):
+        blasdx.scale(float("inf"))
+
+
+def test_an_expression_that_does_not_compile_names_the_expression():
+    with pytest.raises(CompileError, match=r"c_store='x \*\* 2' did not compile"):
+        compile_plan(F16.plan, 900, fusion=fusion_for(F16, epilogue="x ** 2"))
+
+
+def test_hook_repr_reads_back():
+    assert repr(blasdx.scale(2)) == "blasdx.scale(2.0)"
+    assert repr(blasdx.expression("x * 2")) == "blasdx.expression('x * 2')"
+    assert eval(repr(blasdx.scale(1 + 2j)), {"blasdx": blasdx}) == blasdx.scale(1 + 2j)
+
+
+# --- compile_kernel -----------------------------------------------------------------------
+
+GEMM = Size(32, 32, 32) + Precision("float16", "float16", "float32") \
+    + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
+KERNEL = GEMM.device_source("gemm") + r'''
+extern "C" __global__ void one_gemm(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  gemm::a_t* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  gemm::b_t* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  gemm::c_t* sc = reinterpret_cast<gemm::c_t*>(smem + gemm::c_offset);
+  gemm::load_a(a, sa);
+  gemm::load_b(b, sb);
+  gemm::copy_wait();
+  gemm::execute(1.0f, sa, sb, 0.0f, sc, blasdx::identity{}, blasdx::identity{}, blasdx::identity{}, RELU{});
+  gemm::store_c(sc, c);
+}
+'''
+RELU = "-DRELU=blasdx::identity"
+
+
+def test_compile_kernel_without_a_gpu_gives_a_cubin():
+    kernel = blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options=(RELU,))
+    assert kernel.sm == 900 and kernel.name == "one_gemm" and kernel.cubin[:4] == b"\x7fELF"
+    assert "one_gemm" in repr(kernel)
+
+
+def test_compile_kernel_uses_the_cache():
+    first = blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options=(RELU,))
+    second = blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options=(RELU,))
+    assert first.cubin == second.cubin
+
+
+@pytest.mark.parametrize("args, match, error", [
+    (("", "k"), "non-empty", ArgumentError),
+    ((KERNEL, "one gemm"), "C identifier", ArgumentError),
+    ((KERNEL, "missing"), "no kernel named 'missing'", CompileError),
+    ((KERNEL + "\n#error broken\n", "one_gemm"), "NVRTC failed", CompileError),
+])
+def test_compile_kernel_errors(args, match, error):
+    with pytest.raises(error, match=match):
+        blasdx.compile_kernel(*args, sm=900, options=(RELU,))
+
+
+def test_compile_kernel_option_errors():
+    with pytest.raises(ArgumentError, match="sequence of flags"):
+        blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options="-DX=1")
+    with pytest.raises(ArgumentError, match="comes from sm="):
+        blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options=("-arch=sm_80",))
+    with pytest.raises(blasdx.UnsupportedError, match="SM number"):
+        blasdx.compile_kernel(KERNEL, "one_gemm", sm="900")
+    with pytest.raises(blasdx.UnsupportedError, match="cannot compile for SM 123"):
+        blasdx.compile_kernel(KERNEL, "one_gemm", sm=1230)
