@@ -187,6 +187,7 @@ def compile_plan(plan: GemmPlan, arch: int, *, fusion: Fusion | None = None,
     if cache is None and memo_key in _compiled_plans:
         return _compiled_plans[memo_key]
     from .hooks import NO_FUSION
+    from .plan import kernel_plan
     from .render import kernel_name, render_kernel
 
     if arch < plan.sm:
@@ -212,7 +213,8 @@ def compile_plan(plan: GemmPlan, arch: int, *, fusion: Fusion | None = None,
             f"8-bit floats). NVRTC said: {_first_error(exc.log)}",
             log=exc.log, source=exc.source, options=exc.options, kernel_name=name) from None
     compiled = CompiledKernel(cubin=entry.cubin, kernel_name=name, arch=arch,
-                              shared_memory_size=plan.shared_memory_size, block_dim=plan.block_dim,
+                              shared_memory_size=kernel_plan(plan).kernel_shared_memory_size,
+                              block_dim=plan.block_dim,
                               options=options_for(arch))
     if cache is None:
         _compiled_plans[memo_key] = compiled

@@ -363,10 +363,12 @@ class Descriptor:
         The hooks are built-in names ("relu", "gelu", ...), ``blasdx.scale(s)`` or C++
         expressions of ``x``; ``prologue`` sets a_load and b_load, ``epilogue`` is c_store.
         ``bias`` is an array with C's dtype that broadcasts to C's shape as in NumPy."""
-        self._require_executable("execute")
+        if "plan" not in self.__dict__:  # planned once; later calls skip the checks
+            self._require_executable("execute")
         from .runtime import execute
 
-        fusion = self._fusion(prologue, epilogue, a_load, b_load, c_load, c_store, bias is not None)
-        if fusion is None:
+        if (bias is None and prologue is None and epilogue is None and a_load is None
+                and b_load is None and c_load is None and c_store is None):
             return execute(self.plan, a, b, c, alpha, beta, stream=stream)
+        fusion = self._fusion(prologue, epilogue, a_load, b_load, c_load, c_store, bias is not None)
         return execute(self.plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)

@@ -16,6 +16,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from .errors import ArgumentError
 from .precision import PRECISIONS
@@ -138,6 +139,13 @@ class Fusion:
     @property
     def is_identity(self) -> bool:
         return self == NO_FUSION
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.a_load, self.b_load, self.c_load, self.c_store, self.bias))
+
+    def __hash__(self) -> int:  # computed once: fusions key the per-call launch caches
+        return self._hash
 
     @property
     def digest(self) -> str:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass, replace
-from functools import lru_cache
+from dataclasses import asdict, astuple, dataclass, replace
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from .descriptor import shared_memory_parts_of
 from .instructions import Instruction
 from .precision import PRECISIONS, short_code
+from .rules import SHARED_MEMORY_LIMIT_KIB
 
 if TYPE_CHECKING:
     from .descriptor import Descriptor
@@ -36,7 +37,8 @@ class MatrixPlan:
     layout: str  # "row_major" or "col_major"
     rows: int
     cols: int
-    ld: int
+    ld: int  # in global memory (the descriptor's LeadingDimension)
+    smem_ld: int  # in shared memory: ld, or padded against bank conflicts in the batched kernel
     outer: int
     inner: int
     element_size: int
@@ -72,8 +74,21 @@ class GemmPlan:
     tile_n: int
     tiles_m: int
     tiles_n: int
-    shared_memory_size: int
+    shared_memory_size: int  # of one block GEMM (the descriptor's trait)
     use_cp_async: bool
+    pipeline_stages: int  # items in flight per block in the batched kernel (1 or 2)
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(astuple(self))
+
+    def __hash__(self) -> int:  # computed once: plans key the per-call launch caches
+        return self._hash
+
+    @property
+    def kernel_shared_memory_size(self) -> int:
+        """Dynamic shared memory of the batched kernel: one block GEMM per stage."""
+        return self.pipeline_stages * self.shared_memory_size
 
     @property
     def tiles(self) -> int:
@@ -124,7 +139,7 @@ def _matrix(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> Matrix
     return MatrixPlan(
         name=name, precision=precision,
         cpp_type=f"blasdx::complex<{cpp}>" if desc.is_complex else cpp,
-        layout=layout, rows=rows, cols=cols, ld=ld, outer=outer, inner=inner,
+        layout=layout, rows=rows, cols=cols, ld=ld, smem_ld=ld, outer=outer, inner=inner,
         element_size=esize, alignment=align,
         vector_bytes=_vector_bytes(align, inner * esize, ld * esize),
         smem_offset=offset, smem_bytes=smem_bytes, conjugate=conj and desc.is_complex,
@@ -187,7 +202,16 @@ def make_plan(desc: Descriptor) -> GemmPlan:
         tiles_m=math.ceil(m / tile_m), tiles_n=math.ceil(n / tile_n),
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= 800,
+        pipeline_stages=_pipeline_stages(desc.sm, sum(smem.values())),
     )
+
+
+def _pipeline_stages(sm: int, shared_memory_size: int) -> int:
+    """Two stages (the next item's cp.async copies overlap this item's GEMM) where cp.async
+    exists and twice the shared memory fits the SM's per-block limit; else one."""
+    if sm >= 800 and 2 * shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[sm] * 1024:
+        return 2
+    return 1
 
 
 @lru_cache(maxsize=1024)
@@ -202,6 +226,34 @@ def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
     if all(mats[x.name] == x for x in (plan.a, plan.b, plan.c)):
         return plan
     return replace(plan, **mats)
+
+
+def _padded_ld(ld: int, element_size: int) -> int:
+    """``ld`` rounded up to 16 bytes, plus 16 bytes more where a run would be a multiple of
+    128 bytes (so that consecutive runs start in different shared-memory banks)."""
+    step = max(1, 16 // element_size)
+    padded = -(-ld // step) * step
+    if (padded * element_size) % 128 == 0:
+        padded += step
+    return padded
+
+
+@lru_cache(maxsize=1024)
+def kernel_plan(plan: GemmPlan) -> GemmPlan:
+    """The plan of the batched kernel behind execute(): its shared-memory copies of A, B and
+    C have padded leading dimensions (global memory keeps the descriptor's), unless the
+    padding would not fit the SM's shared-memory limit. The device function of
+    ``device_source()`` keeps the descriptor's layout in shared memory."""
+    offset, mats = 0, {}
+    for x in (plan.a, plan.b, plan.c):
+        smem_ld = _padded_ld(x.ld, x.element_size)
+        size = -(-smem_ld * x.outer * x.element_size // 16) * 16
+        mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
+        offset += size
+    if offset > SHARED_MEMORY_LIMIT_KIB[plan.sm] * 1024 or offset == plan.shared_memory_size:
+        return plan
+    return replace(plan, **mats, shared_memory_size=offset,
+                   pipeline_stages=_pipeline_stages(plan.sm, offset))
 
 
 def explain(desc: Descriptor) -> str:
@@ -241,4 +293,12 @@ def explain(desc: Descriptor) -> str:
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
         )
     lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
+    k = kernel_plan(p)
+    lds = ", ".join(f"{x.name.upper()} {x.smem_ld}" for x in (k.a, k.b, k.c))
+    lines.append(
+        f"execute(): shared-memory leading dimensions {lds}"
+        + (" (padded against bank conflicts)" if k is not p else "") + "; "
+        + ("two items in flight per block (the next item's copies overlap this GEMM)"
+           if k.pipeline_stages == 2 else "one item at a time per block")
+        + f"; {k.kernel_shared_memory_size} bytes of shared memory")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ import jinja2
 
 from .errors import DescriptorError
 from .hooks import NO_FUSION, Fusion
-from .plan import GemmPlan, MatrixPlan
+from .plan import GemmPlan, MatrixPlan, kernel_plan
 
 _PTX_TYPE = {"int8": "s8", "uint8": "u8", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -108,12 +108,14 @@ def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
 
 
 def kernel_name(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
-    """The batched kernel's name: the plan's, plus a digest of the fused hooks if any."""
+    """The batched kernel's name: its plan's, plus a digest of the fused hooks if any."""
+    plan = kernel_plan(plan)
     return plan.kernel_name if fusion.is_identity else f"{plan.kernel_name}_f{fusion.digest}"
 
 
 def render_kernel(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
     """The complete source of the batched kernel behind ``execute()``."""
+    plan = kernel_plan(plan)
     ns = "blasdx_block_gemm"
     env = _environment()
     device = env.get_template("gemm.cuh.j2").render(**_context(plan, ns))
@@ -126,4 +128,5 @@ def render_kernel(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
         common=render_common(), device=device, ns=ns,
         threads=plan.threads, kernel_name=kernel_name(plan, fusion),
         fusion_identity=fusion.is_identity, hooks=hooks, bias=fusion.bias,
+        stages=plan.pipeline_stages,
     )

@@ -74,7 +74,7 @@ class Kernel:
     device_id: int
     function: Any
     module: Any
-    multiprocessors: int
+    resident_blocks: int  # blocks the whole device runs at once (the largest useful grid)
 
     @property
     def kernel_name(self) -> str:
@@ -114,7 +114,10 @@ def get_kernel(plan: GemmPlan, device_id: int | None = None, fusion: Fusion | No
                     cupy.cuda.driver.funcSetAttribute(function.ptr, _MAX_DYNAMIC_SHARED,
                                                       compiled.shared_memory_size)
                 sms = cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
-            kernel = Kernel(compiled, int(device_id), function, module, sms)  # type: ignore[arg-type]
+                per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                    function.ptr, plan.threads, compiled.shared_memory_size)
+            kernel = Kernel(compiled, int(device_id), function, module,  # type: ignore[arg-type]
+                            sms * max(1, per_sm))
             _loaded[key] = kernel
     return kernel
 
@@ -177,7 +180,7 @@ def _bind(plan: GemmPlan, fusion: Fusion, va: Any, vb: Any, vc: Any) -> BoundLau
     strides = [np.int64(v.strides[0] if v.batch is not None else 0) for v in (va, vb, vc)]
     real = None if plan.is_complex or plan.scalar_type not in ("float", "double") else (
         np.float32 if plan.scalar_type == "float" else np.float64)
-    return BoundLaunch(kernel=kernel, grid=int(min(batch, kernel.multiprocessors * 32)),
+    return BoundLaunch(kernel=kernel, grid=int(min(batch, kernel.resident_blocks)),
                        fixed_args=(np.int64(batch), *strides),
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes), real_scalar=real)
 

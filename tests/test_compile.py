@@ -13,6 +13,8 @@ import pytest
 import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, CompileError, LeadingDimension, Precision, Size, Type
 from blasdx.compiler import compile_source, supported_archs
+from blasdx.plan import kernel_plan
+from blasdx.rules import SHARED_MEMORY_LIMIT_KIB
 
 pytestmark = pytest.mark.compile
 
@@ -58,7 +60,11 @@ def test_compile_matrix_yields_a_cubin(spec, arch):
     compiled = desc.compile(arch=arch)
     assert compiled.cubin[:4] == b"\x7fELF"
     assert compiled.kernel_name.encode() in compiled.cubin
-    assert compiled.arch == arch and compiled.shared_memory_size == desc.shared_memory_size
+    # The batched kernel holds one (padded) block GEMM per pipeline stage: two where they fit.
+    kplan = kernel_plan(desc.plan)
+    stages = 2 if desc.sm >= 800 and 2 * kplan.shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[desc.sm] * 1024 else 1
+    assert kplan.shared_memory_size >= desc.shared_memory_size
+    assert compiled.arch == arch and compiled.shared_memory_size == stages * kplan.shared_memory_size
     assert compiled.block_dim == tuple(desc.block_dim)
 
 
@@ -134,3 +140,20 @@ def test_show_config_reports_nvrtc_headers_and_cache(capsys):
     text = blasdx.show_config()
     assert "NVRTC" in text and "headers" in text and "cache:" in text
     assert text in capsys.readouterr().out
+
+
+def test_batched_kernel_pads_shared_memory_but_keeps_global_layout():
+    desc = describe(("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 900)
+    plan, kplan = desc.plan, kernel_plan(desc.plan)
+    assert [x.ld for x in (kplan.a, kplan.b, kplan.c)] == [64, 64, 64]  # global memory
+    assert [x.smem_ld for x in (kplan.a, kplan.b, kplan.c)] == [72, 72, 68]  # 144, 144, 272 bytes
+    assert [x.smem_ld for x in (plan.a, plan.b, plan.c)] == [64, 64, 64]  # device_source keeps it
+    assert "lda = 64" in desc.device_source() and "lda = 72" in desc.source
+    assert kplan.pipeline_stages == 2 and kernel_plan(kplan) == kplan
+
+
+def test_batched_kernel_keeps_the_layout_when_padding_would_not_fit():
+    desc = describe(("float64", "float64", "float64"), False, "rrr", (128, 128, 48), 900)
+    padded = sum(x.outer * (x.ld + 2) * 8 for x in (desc.plan.a, desc.plan.b, desc.plan.c))  # 16 more bytes a run
+    assert desc.shared_memory_size <= 227 * 1024 < padded
+    assert kernel_plan(desc.plan) is desc.plan

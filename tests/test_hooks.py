@@ -8,6 +8,7 @@ import blasdx
 from blasdx import SM, ArgumentError, Arrangement, Block, CompileError, Precision, Size, Type
 from blasdx.compiler import compile_plan
 from blasdx.hooks import BUILTINS, NO_FUSION, make_fusion
+from blasdx.plan import kernel_plan
 from blasdx.render import kernel_name, render_kernel
 
 F16 = Size(32, 32, 32) + Precision("float16", "float16", "float32") + SM(900) + Block()
@@ -26,7 +27,7 @@ def fusion_for(desc, has_bias=False, **hooks):
 def test_no_hooks_is_the_plain_kernel():
     assert fusion_for(F16) == NO_FUSION
     assert render_kernel(F16.plan, NO_FUSION) == F16.source
-    assert kernel_name(F16.plan, NO_FUSION) == F16.plan.kernel_name
+    assert kernel_name(F16.plan, NO_FUSION) == kernel_plan(F16.plan).kernel_name
 
 
 def test_shorthands_set_their_slots():

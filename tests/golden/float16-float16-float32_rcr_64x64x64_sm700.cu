@@ -177,9 +177,10 @@ template <> struct vector_of<4> { using type = unsigned; };
 template <> struct vector_of<8> { using type = uint2; };
 template <> struct vector_of<16> { using type = uint4; };
 
-// Copy `Outer` runs of `InnerBytes` bytes, `LdBytes` apart, `Bytes` at a time, by the
-// first `Threads` threads of the block. Async uses cp.async (sm_80+); wait with copy_wait.
-template <int Outer, int InnerBytes, int LdBytes, int Bytes, int Threads, bool Async>
+// Copy `Outer` runs of `InnerBytes` bytes, `SrcLdBytes` apart in the source and
+// `DstLdBytes` apart in the destination, `Bytes` at a time, by the first `Threads` threads
+// of the block. Async uses cp.async (sm_80+); wait with copy_wait.
+template <int Outer, int InnerBytes, int SrcLdBytes, int DstLdBytes, int Bytes, int Threads, bool Async>
 __device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) {
   using vec = typename vector_of<Bytes>::type;
   constexpr int per_run = InnerBytes / Bytes;
@@ -187,19 +188,20 @@ __device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) 
   const char* s = static_cast<const char*>(src);
   char* d = static_cast<char*>(dst);
   for (int i = rank; i < Outer * per_run; i += Threads) {
-    const int offset = (i / per_run) * LdBytes + (i % per_run) * Bytes;
+    const int run = i / per_run, within = (i % per_run) * Bytes;
+    const char* from = s + run * SrcLdBytes + within;
+    char* to = d + run * DstLdBytes + within;
 #if __CUDA_ARCH__ >= 800
     if constexpr (Async && Bytes == 16) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(d + offset)),
-                   "l"(s + offset));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(to)), "l"(from));
       continue;
     } else if constexpr (Async && Bytes >= 4) {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(d + offset)),
-                   "l"(s + offset), "n"(Bytes));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(to)), "l"(from),
+                   "n"(Bytes));
       continue;
     }
 #endif
-    *reinterpret_cast<vec*>(d + offset) = *reinterpret_cast<const vec*>(s + offset);
+    *reinterpret_cast<vec*>(to) = *reinterpret_cast<const vec*>(from);
   }
 }
 
@@ -211,6 +213,23 @@ __device__ __forceinline__ void copy_wait() {
   __syncthreads();
 }
 
+// Close this thread's group of cp.async copies started since the last commit.
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Wait until at most `Pending` of this thread's committed copy groups are still running,
+// then synchronize the block.
+template <int Pending>
+__device__ __forceinline__ void copy_wait_prior() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+#endif
+  __syncthreads();
+}
+
 __device__ __forceinline__ int thread_rank() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
@@ -218,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_0adb0068
+// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_741f1e15
 //   64x64x64, mma_f16, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 128 threads of the block (in thread-rank
@@ -235,13 +254,14 @@ using scalar_t = float;  // alpha and beta
 using acc_t = float;  // accumulator
 
 constexpr int m = 64, n = 64, k = 64;
-constexpr int lda = 64, ldb = 64, ldc = 64;
+constexpr int lda = 72, ldb = 72, ldc = 68;  // in shared memory
+constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
 constexpr unsigned block_dim_x = 128, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 128;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 32768;
-constexpr unsigned a_offset = 0, b_offset = 8192, c_offset = 16384;
-constexpr unsigned a_size = 4096, b_size = 4096, c_size = 4096;  // elements
+constexpr unsigned shared_memory_size = 35840;
+constexpr unsigned a_offset = 0, b_offset = 9216, c_offset = 18432;
+constexpr unsigned a_size = 4608, b_size = 4608, c_size = 4352;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
@@ -252,16 +272,16 @@ __device__ __forceinline__ int c_index(int r, int c) { return r * ldc + c; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<64, 128, 128, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 128, 144, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<64, 128, 128, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 128, 144, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<64, 256, 256, 4, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<64, 256, 256, 272, 4, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<64, 256, 256, 4, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<64, 256, 272, 256, 4, threads, false>(shared, global, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -384,21 +404,31 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_0adb0068(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_741f1e15(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
+  using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
-  blasdx_block_gemm::a_t* sa = reinterpret_cast<blasdx_block_gemm::a_t*>(smem + blasdx_block_gemm::a_offset);
-  blasdx_block_gemm::b_t* sb = reinterpret_cast<blasdx_block_gemm::b_t*>(smem + blasdx_block_gemm::b_offset);
-  blasdx_block_gemm::c_t* sc = reinterpret_cast<blasdx_block_gemm::c_t*>(smem + blasdx_block_gemm::c_offset);
   const bool read_c = !blasdx::is_zero(beta);
+  // Start the copies of one item into one stage of shared memory.
+  auto start_loads = [&](long long item, int stage) {
+    unsigned char* base = smem + stage * shared_memory_size;
+    load_a(static_cast<const a_t*>(a) + item * stride_a, reinterpret_cast<a_t*>(base + a_offset));
+    load_b(static_cast<const b_t*>(b) + item * stride_b, reinterpret_cast<b_t*>(base + b_offset));
+    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(base + c_offset));
+    blasdx::copy_commit();
+  };
+  int stage = 0;
+  if (blockIdx.x < batch) start_loads(blockIdx.x, 0);
   for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
-    blasdx_block_gemm::load_a(static_cast<const blasdx_block_gemm::a_t*>(a) + item * stride_a, sa);
-    blasdx_block_gemm::load_b(static_cast<const blasdx_block_gemm::b_t*>(b) + item * stride_b, sb);
-    if (read_c) blasdx_block_gemm::load_c(static_cast<const blasdx_block_gemm::c_t*>(c) + item * stride_c, sc);
-    blasdx_block_gemm::copy_wait();
-    blasdx_block_gemm::execute(alpha, sa, sb, beta, sc);
-    blasdx_block_gemm::store_c(sc, static_cast<blasdx_block_gemm::c_t*>(c) + item * stride_c);
-    __syncthreads();
+    blasdx::copy_wait_prior<0>();
+    unsigned char* base = smem + stage * shared_memory_size;
+    a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
+    b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
+    c_t* sc = reinterpret_cast<c_t*>(base + c_offset);
+    execute(alpha, sa, sb, beta, sc);
+    store_c(sc, static_cast<c_t*>(c) + item * stride_c);
+    __syncthreads();  // every thread is done with this stage before it is loaded again
+    if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }
 }
