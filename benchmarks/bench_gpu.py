@@ -134,6 +134,63 @@ def fusion_cases(gib: float) -> list[dict]:
     return rows
 
 
+BLOCK_CASES = [  # (m, n, k), (a, b, c), threads or None (suggested); cuBLASDx TFLOP/s from issue 5
+    ((128, 128, 64), ("float16", "float16", "float16"), 128, 60.4),
+    ((64, 64, 64), ("float16", "float16", "float16"), None, 48.0),
+    ((64, 64, 64), ("float16", "float16", "float32"), None, 48.3),
+    ((32, 32, 32), ("float16", "float16", "float16"), None, 28.5),
+    ((64, 64, 64), ("float32", "float32", "float32"), None, 22.1),
+    ((32, 32, 32), ("float64", "float64", "float64"), None, 16.2),
+]
+REPEAT_KERNEL = r'''
+// The block GEMM alone: A, B, C loaded into shared memory once, then C = A B + C repeated.
+extern "C" __global__ void repeat_gemm(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int repeats) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  auto* sc = reinterpret_cast<gemm::c_t*>(smem + gemm::c_offset);
+  gemm::load_a(a, sa);
+  gemm::load_b(b, sb);
+  gemm::load_c(c, sc);
+  gemm::copy_wait();
+  for (int r = 0; r < repeats; ++r) gemm::execute(gemm::scalar_t(1), sa, sb, gemm::scalar_t(1), sc);
+  if (blockIdx.x == 0) gemm::store_c(sc, c);
+}
+'''
+
+
+def block_gemm_case(size, prec, threads, cublasdx_tflops, repeats=200) -> dict:
+    """TFLOP/s of the block GEMM on data already in shared memory (suggested leading
+    dimensions, up to 8 blocks per SM), as cuBLASDx's figures in issue 5 were taken."""
+    m, n, k = size
+    base = Size(m, n, k) + Precision(*prec) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+    if threads:
+        base = base + blasdx.BlockDim(threads)
+    desc = base + blasdx.LeadingDimension(*base.suggested_leading_dimension)
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + REPEAT_KERNEL, "repeat_gemm")
+    lda, ldb, ldc = desc.leading_dimension
+    a = cupy.random.standard_normal(m * lda, dtype=np.float32).astype(prec[0])
+    b = cupy.random.standard_normal(k * ldb, dtype=np.float32).astype(prec[1])
+    c = cupy.zeros(m * ldc, dtype=prec[2])
+    dev = cupy.cuda.Device()
+    per_sm = max(1, min(8, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (desc.shared_memory_size + 1024),
+                        2048 // desc.max_threads_per_block))
+    grid = dev.attributes["MultiProcessorCount"] * per_sm
+    kernel(1, desc.block_dim, (a, b, c, np.int32(1)), shared_mem=desc.shared_memory_size)  # one GEMM: check it
+    a_h = a.get().astype(np.float64)[: m * lda].reshape(m, lda)[:, :k]
+    b_h = b.get().astype(np.float64)[: k * ldb].reshape(k, ldb)[:, :n]
+    got = c.get().astype(np.float64).reshape(m, ldc)[:, :n]
+    ref = a_h @ b_h
+    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    assert err < {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[prec[2]], (size, prec, err)
+    ms = time_ms(lambda: kernel(grid, desc.block_dim, (a, b, c, np.int32(repeats)),
+                                shared_mem=desc.shared_memory_size), repeats=10)
+    tflops = 2 * m * n * k * repeats * grid / ms / 1e9
+    return {"case": f"{m}x{n}x{k} {prec[0][:1]}{prec[0][-2:]}->{prec[2][:1]}{prec[2][-2:]}",
+            "threads": desc.max_threads_per_block, "blocks/SM": per_sm, "TFLOP/s": tflops,
+            "cuBLASDx TFLOP/s": cublasdx_tflops, "ratio": tflops / cublasdx_tflops, "rel err": err}
+
+
 def host_overhead() -> dict:
     desc = Size(16, 16, 16) + Precision("float32") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
     a = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
@@ -171,9 +228,10 @@ def main() -> None:
     copy = copy_bandwidth(int(args.gib * 2**30))
     rows = [batched_case(size, prec, args.gib) for size, prec in CASES]
     fused = fusion_cases(args.gib)
+    blocks = [block_gemm_case(*case) for case in BLOCK_CASES]
     overhead = host_overhead()
     result = {"device": device, "date": time.strftime("%Y-%m-%d"), "blasdx": blasdx.__version__,
-              "cupy": cupy.__version__, "copy GB/s": copy, "batched": rows, "fusion": fused,
+              "cupy": cupy.__version__, "copy GB/s": copy, "batched": rows, "fusion": fused, "block": blocks,
               "host": overhead}
     if args.out:
         with open(args.out, "w") as f:
@@ -189,6 +247,10 @@ def main() -> None:
     for r in fused:
         print(f"fused {r['case']:24} batch {r['batch']:7d}: {r['ms']:.3f} ms, cupy chain {r['cupy ms']:.3f} ms, "
               f"{r['cupy ms'] / r['ms']:.2f}x")
+    print(f"{'block GEMM (repeat x200)':26} {'threads':>7} {'blk/SM':>6} {'TFLOP/s':>8} {'cuBLASDx':>8} {'ratio':>6}")
+    for r in blocks:
+        print(f"{r['case']:26} {r['threads']:7d} {r['blocks/SM']:6d} {r['TFLOP/s']:8.1f} "
+              f"{r['cuBLASDx TFLOP/s']:8.1f} {r['ratio']:6.2f}")
     print(f"host overhead: execute {overhead['execute us']:.1f} us/call, bare launch "
           f"{overhead['bare launch us']:.1f} us/call, ratio {overhead['ratio']:.2f}x")
 

@@ -26,12 +26,18 @@ _loaded: dict[tuple[GemmPlan, Fusion | None, int], Kernel] = {}
 _lock = threading.Lock()
 
 
+_cupy_module: Any = None
+
+
 def _cupy():
-    try:
-        import cupy
-    except ImportError as exc:  # pragma: no cover - cupy is a dependency
-        raise DeviceError(f"CuPy is required to run kernels ({exc}); pip install cupy-cuda13x") from None
-    return cupy
+    global _cupy_module
+    if _cupy_module is None:  # imported once: execute() calls this on every launch
+        try:
+            import cupy
+        except ImportError as exc:  # pragma: no cover - cupy is a dependency
+            raise DeviceError(f"CuPy is required to run kernels ({exc}); pip install cupy-cuda13x") from None
+        _cupy_module = cupy
+    return _cupy_module
 
 
 def gpu_available() -> bool:

@@ -297,7 +297,8 @@ __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc
 
 
 // FMA: each thread accumulates 2x2 outputs in acc_t.
-constexpr int tile_m = 2, tile_n = 2, tiles_m = 4, tiles = 32;
+constexpr int tile_m = 2, tile_n = 2, tiles_m = 4, tiles_n = 8;
+constexpr int tiles = 32;
 
 template <class Op> __device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c, const Op& op) {
   return (blasdx::convert<acc_t>(blasdx::apply_load(op, sa[a_index(r, c)])));
@@ -314,6 +315,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   const int rank = blasdx::thread_rank();
   if (rank < threads) {
     for (int tile = rank; tile < tiles; tile += threads) {
+      // Neighbouring threads take neighbouring rows: column-major A is read side by side.
       const int m0 = (tile % tiles_m) * tile_m, n0 = (tile / tiles_m) * tile_n;
       acc_t acc[tile_m][tile_n];
 #pragma unroll

@@ -297,7 +297,8 @@ __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc
 
 
 // FMA: each thread accumulates 4x4 outputs in acc_t.
-constexpr int tile_m = 4, tile_n = 4, tiles_m = 16, tiles = 256;
+constexpr int tile_m = 4, tile_n = 4, tiles_m = 16, tiles_n = 16;
+constexpr int tiles = 256;
 
 template <class Op> __device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c, const Op& op) {
   return (blasdx::convert<acc_t>(blasdx::apply_load(op, sa[a_index(r, c)])));
@@ -314,7 +315,9 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   const int rank = blasdx::thread_rank();
   if (rank < threads) {
     for (int tile = rank; tile < tiles; tile += threads) {
-      const int m0 = (tile % tiles_m) * tile_m, n0 = (tile / tiles_m) * tile_n;
+      // Neighbouring threads take neighbouring columns: they share A's rows (row-major A
+      // read down a column would hit one bank group) and read B's rows side by side.
+      const int n0 = (tile % tiles_n) * tile_n, m0 = (tile / tiles_n) * tile_m;
       acc_t acc[tile_m][tile_n];
 #pragma unroll
       for (int i = 0; i < tile_m; ++i)
