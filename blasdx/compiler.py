@@ -173,7 +173,7 @@ def compile_source(source: str, arch: int, *, options: Iterable[str] = (), name:
     return (cache or DEFAULT_CACHE).get_or_create(key, build)
 
 
-_compiled_plans: dict[tuple[GemmPlan, int, Fusion | None], CompiledKernel] = {}
+_compiled_plans: dict[tuple[GemmPlan, int, Fusion], CompiledKernel] = {}
 
 
 def compile_plan(plan: GemmPlan, arch: int, *, fusion: Fusion | None = None,
@@ -183,10 +183,12 @@ def compile_plan(plan: GemmPlan, arch: int, *, fusion: Fusion | None = None,
 
     With the default cache, a kernel compiled before in this process is returned without
     rendering or hashing its source again."""
+    from .hooks import NO_FUSION
+
+    fusion = fusion or NO_FUSION  # None and NO_FUSION are the same kernel
     memo_key = (plan, arch, fusion)
     if cache is None and memo_key in _compiled_plans:
         return _compiled_plans[memo_key]
-    from .hooks import NO_FUSION
     from .plan import kernel_plan
     from .render import kernel_name, render_kernel
 
@@ -199,7 +201,6 @@ def compile_plan(plan: GemmPlan, arch: int, *, fusion: Fusion | None = None,
         raise UnsupportedError(
             f"the float16 tensor-core path needs SM 750 or newer to compile, got arch {arch}"
         )
-    fusion = fusion or NO_FUSION
     name = kernel_name(plan, fusion)
     try:
         entry = compile_source(render_kernel(plan, fusion), arch, name=name, cache=cache,

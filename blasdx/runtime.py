@@ -22,7 +22,7 @@ from .hooks import NO_FUSION, Fusion
 from .plan import GemmPlan, with_alignment
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-_loaded: dict[tuple[GemmPlan, Fusion | None, int], Kernel] = {}
+_loaded: dict[tuple[GemmPlan, Fusion, int], Kernel] = {}
 _lock = threading.Lock()
 
 
@@ -98,6 +98,7 @@ def get_kernel(plan: GemmPlan, device_id: int | None = None, fusion: Fusion | No
             device_id = cupy.cuda.runtime.getDevice()
         except Exception:  # noqa: BLE001
             device_arch()  # raises DeviceError with the reason
+    fusion = fusion or NO_FUSION  # None and NO_FUSION are the same kernel
     key = (plan, fusion, int(device_id))  # type: ignore[arg-type]
     kernel = _loaded.get(key)
     if kernel is not None:
