@@ -202,14 +202,17 @@ def make_plan(desc: Descriptor) -> GemmPlan:
         tiles_m=math.ceil(m / tile_m), tiles_n=math.ceil(n / tile_n),
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= 800,
-        pipeline_stages=_pipeline_stages(desc.sm, sum(smem.values())),
+        pipeline_stages=_pipeline_stages(desc.sm, sum(smem.values()), instr.is_mma),
     )
 
 
-def _pipeline_stages(sm: int, shared_memory_size: int) -> int:
-    """Two stages (the next item's cp.async copies overlap this item's GEMM) where cp.async
-    exists and twice the shared memory fits the SM's per-block limit; else one."""
-    if sm >= 800 and 2 * shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[sm] * 1024:
+def _pipeline_stages(sm: int, shared_memory_size: int, tensor_cores: bool) -> int:
+    """Two stages (the next item's cp.async copies overlap this item's GEMM) for the FMA
+    path, whose GEMM is long next to its copies, where cp.async exists and twice the shared
+    memory fits the SM's limit. The short tensor-core GEMMs gain more from the extra
+    resident blocks that one stage leaves room for (benchmarks/ablate_stages.py, H200:
+    f16 128x128x64 76% of copy bandwidth with one stage, 61% with two; f32 64^3 55% vs 58%)."""
+    if sm >= 800 and not tensor_cores and 2 * shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[sm] * 1024:
         return 2
     return 1
 
@@ -253,7 +256,7 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
     if offset > SHARED_MEMORY_LIMIT_KIB[plan.sm] * 1024 or offset == plan.shared_memory_size:
         return plan
     return replace(plan, **mats, shared_memory_size=offset,
-                   pipeline_stages=_pipeline_stages(plan.sm, offset))
+                   pipeline_stages=_pipeline_stages(plan.sm, offset, plan.instruction.is_mma))
 
 
 def explain(desc: Descriptor) -> str:

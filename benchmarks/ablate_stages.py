@@ -1,0 +1,44 @@
+"""Ablation: the batched kernel with one or two items in flight per block, same run.
+
+    python benchmarks/ablate_stages.py [--gib 1.0]
+
+Patches the planner's stage choice (blasdx.plan._pipeline_stages) for the second pass;
+prints GB/s and the share of copy bandwidth for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import bench_gpu
+
+import blasdx.compiler as compiler
+import blasdx.plan as plan
+import blasdx.runtime as runtime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gib", type=float, default=1.0)
+    args = parser.parse_args()
+    copy = bench_gpu.copy_bandwidth(int(args.gib * 2**30))
+    chosen = plan._pipeline_stages
+    results = {}
+    for label, stages in (("planner's choice", chosen), ("one stage", lambda *_: 1),
+                          ("two stages", lambda sm, size, mma: chosen(sm, size, False))):
+        plan._pipeline_stages = stages
+        plan.kernel_plan.cache_clear()  # and every cache of compiled or loaded kernels after it
+        compiler._compiled_plans.clear()
+        runtime._loaded.clear()
+        runtime._bound.clear()
+        results[label] = [bench_gpu.batched_case(size, prec, args.gib) for size, prec in bench_gpu.CASES]
+    plan._pipeline_stages = chosen
+    print(f"copy {copy:.0f} GB/s")
+    print(f"{'case':22} " + " ".join(f"{label:>18}" for label in results))
+    for i in range(len(bench_gpu.CASES)):
+        row = [results[label][i]["GB/s"] for label in results]
+        print(f"{results['one stage'][i]['case']:22} " + " ".join(f"{g:8.0f} ({g / copy:4.0%})   " for g in row))
+
+
+if __name__ == "__main__":
+    main()
