@@ -69,6 +69,8 @@ def _context(plan: GemmPlan, name: str) -> dict:
         "instr": instr.name,
         "tile_m": plan.tile_m, "tile_n": plan.tile_n,
         "tiles_m": plan.tiles_m, "tiles_n": plan.tiles_n, "tiles": plan.tiles,
+        # 16-bit tensor-core operands (not complex: complex runs on FMA) load with ldmatrix.
+        "ldmatrix": instr.name in ("mma_f16", "mma_bf16"),
     }
     if instr.is_mma:
         f64 = instr.name == "mma_f64"

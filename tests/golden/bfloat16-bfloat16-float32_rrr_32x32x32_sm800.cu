@@ -340,6 +340,51 @@ __device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* 
   }
 }
 __device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
+
+// ldmatrix (SM 75+): one instruction loads four (x4) or two (x2) 8x8 blocks of 16-bit
+// values, a whole A fragment or two B fragments. Used for 16x16 (A) and 16x8 (B) pieces
+// that lie wholly inside m, n, k, from a 16-byte aligned matrix, without a load hook.
+template <bool Trans>
+__device__ __forceinline__ void ldmatrix_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
+#if __CUDA_ARCH__ >= 750
+  if constexpr (Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 { %0, %1, %2, %3 }, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(blasdx::shared_address(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %0, %1, %2, %3 }, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(blasdx::shared_address(p)));
+  }
+#endif
+}
+template <bool Trans>
+__device__ __forceinline__ void ldmatrix_x2(unsigned& r0, unsigned& r1, const void* p) {
+#if __CUDA_ARCH__ >= 750
+  if constexpr (Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 { %0, %1 }, [%2];"
+                 : "=r"(r0), "=r"(r1) : "r"(blasdx::shared_address(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 { %0, %1 }, [%2];"
+                 : "=r"(r0), "=r"(r1) : "r"(blasdx::shared_address(p)));
+  }
+#endif
+}
+
+// Lane l addresses row (l % 8) of block (l / 8): blocks are (rows 0-7 | 8-15) x (k 0-7 | 8-15).
+__device__ __forceinline__ void ldmatrix_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int lane) {
+  const int r = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = k0 + (lane >> 4) * 8;  // rows of A
+  ldmatrix_x4<false>(f[0], f[1], f[2], f[3], sa + a_index(r, c));
+}
+// Two B fragments (columns n0..n0+7 and n0+8..n0+15), or one with the x2 form.
+__device__ __forceinline__ void ldmatrix_b2(frag_t (&f0)[b_regs], frag_t (&f1)[b_regs], const b_t* sb, int k0, int n0,
+                                            int lane) {
+  const int r = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = n0 + (lane >> 4) * 8;
+  ldmatrix_x4<true>(f0[0], f0[1], f1[0], f1[1], sb + b_index(r, c));
+}
+__device__ __forceinline__ void ldmatrix_b1(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int lane) {
+  const int l = lane & 15;
+  const int r = k0 + (l & 7) + (l >> 3) * 8, c = n0;
+  ldmatrix_x2<true>(f[0], f[1], sb + b_index(r, c));
+}
 __device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + (i & 1); }
 
 __device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_regs], const frag_t (&b)[b_regs]) {
@@ -356,6 +401,11 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   const int rank = blasdx::thread_rank();
   if (rank < warps * 32) {
     const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
+    // ldmatrix needs 16-byte aligned rows and no load hook; otherwise fragments load element-wise.
+    const bool ldmatrix_a_ok = lda % 8 == 0 && blasdx::is_same<ALoad, blasdx::identity>::value &&
+                               (reinterpret_cast<unsigned long long>(sa) & 15) == 0;
+    const bool ldmatrix_b_ok = ldb % 8 == 0 && blasdx::is_same<BLoad, blasdx::identity>::value &&
+                               (reinterpret_cast<unsigned long long>(sb) & 15) == 0;
     for (int tile = warp; tile < tiles; tile += warps) {
       const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
       mma_acc_t acc[pm][pn][c_vals];
@@ -368,10 +418,23 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
       for (int k0 = 0; k0 < k; k0 += ik) {
         frag_t fa[pm][a_regs];
         frag_t fb[pn][b_regs];
+        const bool whole_k = k0 + ik <= k;
 #pragma unroll
-        for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
+        for (int i = 0; i < pm; ++i) {
+          if (ldmatrix_a_ok && whole_k && m0 + i * im + im <= m) ldmatrix_a(fa[i], sa, m0 + i * im, k0, lane);
+          else load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
+        }
 #pragma unroll
-        for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t, b_load);
+        for (int j = 0; j < pn; j += 2) {
+          const int n1 = n0 + j * in_;
+          if (j + 1 < pn && ldmatrix_b_ok && whole_k && n1 + 2 * in_ <= n) {
+            ldmatrix_b2(fb[j], fb[j + 1], sb, k0, n1, lane);
+          } else {
+            if (ldmatrix_b_ok && whole_k && n1 + in_ <= n) ldmatrix_b1(fb[j], sb, k0, n1, lane);
+            else load_fragment_b(fb[j], sb, k0, n1, g, t, b_load);
+            if (j + 1 < pn) load_fragment_b(fb[j + 1], sb, k0, n1 + in_, g, t, b_load);
+          }
+        }
 #pragma unroll
         for (int i = 0; i < pm; ++i)
 #pragma unroll
