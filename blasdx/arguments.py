@@ -78,6 +78,11 @@ def _from_cupy_or_interface(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ..
     return ptr, tuple(cai["shape"]), strides, dtype, device_id, x
 
 
+def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-contiguous array (interfaces may leave strides out for those)."""
+    return tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+
+
 def _torch_dtype(dtype: Any) -> np.dtype:
     name = str(dtype).removeprefix("torch.")
     try:
@@ -183,7 +188,7 @@ def matrix_view(x: Any, plan: GemmPlan, mat: MatrixPlan) -> MatrixView:
     _, pairs = match
     itemsize = dtype.itemsize
     if byte_strides is None:  # C-contiguous
-        byte_strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+        byte_strides = _contiguous_strides(shape, itemsize)
     if pairs:
         if byte_strides[-1] != itemsize:
             raise ArgumentError(
@@ -362,7 +367,7 @@ def bias_view(bias: Any, vc: MatrixView) -> BiasView:
     itemsize = dtype.itemsize
     shape = tuple(shape)
     if byte_strides is None:
-        byte_strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * itemsize for i in range(len(shape)))
+        byte_strides = _contiguous_strides(shape, itemsize)
     if pairs:
         if not shape or shape[-1] != 2 or byte_strides[-1] != itemsize:
             raise ArgumentError(

@@ -126,6 +126,9 @@ def check_hook(hook: Hook, slot: str, precision: str, is_complex: bool) -> None:
                                 f"values are {what}; use an integer factor")
 
 
+SLOTS = ("a_load", "b_load", "c_load", "c_store")
+
+
 @dataclass(frozen=True)
 class Fusion:
     """The element-wise work fused into one execute() kernel."""
@@ -142,22 +145,25 @@ class Fusion:
 
     @cached_property
     def _hash(self) -> int:
-        return hash((self.a_load, self.b_load, self.c_load, self.c_store, self.bias))
+        return hash((*(hook for _, hook in self.slots), self.bias))
 
     def __hash__(self) -> int:  # computed once: fusions key the per-call launch caches
         return self._hash
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(repr((self.a_load.expression, self.b_load.expression,
-                                    self.c_load.expression, self.c_store.expression,
-                                    self.bias)).encode()).hexdigest()[:8]
+        parts = tuple(hook.expression for _, hook in self.slots) + (self.bias,)
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
+
+    @property
+    def slots(self) -> tuple[tuple[str, Hook], ...]:
+        """(slot name, hook) for a_load, b_load, c_load and c_store, in that order."""
+        return tuple((slot, getattr(self, slot)) for slot in SLOTS)
 
     @property
     def expressions(self) -> list[tuple[str, str]]:
         """(slot, expression) of the user-written expressions, for error messages."""
-        return [(s, getattr(self, s).expression) for s in ("a_load", "b_load", "c_load", "c_store")
-                if getattr(self, s).name == "expression"]
+        return [(slot, hook.expression) for slot, hook in self.slots if hook.name == "expression"]
 
 
 NO_FUSION = Fusion()

@@ -124,8 +124,7 @@ def render_kernel(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
-             for slot, hook in (("a_load", fusion.a_load), ("b_load", fusion.b_load),
-                                ("c_load", fusion.c_load), ("c_store", fusion.c_store))]
+             for slot, hook in fusion.slots]
     return env.get_template("kernel.cu.j2").render(
         common=render_common(), device=device, ns=ns,
         threads=plan.threads, kernel_name=kernel_name(plan, fusion),

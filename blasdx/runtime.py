@@ -22,6 +22,7 @@ from .hooks import NO_FUSION, Fusion
 from .plan import GemmPlan, with_alignment
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without raising its limit
 _loaded: dict[tuple[GemmPlan, Fusion, int], Kernel] = {}
 _lock = threading.Lock()
 
@@ -91,6 +92,11 @@ class Kernel:
                       shared_mem=self.compiled.shared_memory_size, stream=stream)
 
 
+def allow_dynamic_shared(cupy: Any, function: Any, nbytes: int) -> None:
+    """Let ``function`` launch with ``nbytes`` of dynamic shared memory (over 48 KiB)."""
+    cupy.cuda.driver.funcSetAttribute(function.ptr, _MAX_DYNAMIC_SHARED, nbytes)
+
+
 def get_kernel(plan: GemmPlan, device_id: int | None = None, fusion: Fusion | None = None) -> Kernel:
     cupy = _cupy()
     if device_id is None:
@@ -117,9 +123,8 @@ def get_kernel(plan: GemmPlan, device_id: int | None = None, fusion: Fusion | No
                 module = cupy.cuda.function.Module()
                 module.load(compiled.cubin)
                 function = module.get_function(compiled.kernel_name)
-                if compiled.shared_memory_size > 48 * 1024:
-                    cupy.cuda.driver.funcSetAttribute(function.ptr, _MAX_DYNAMIC_SHARED,
-                                                      compiled.shared_memory_size)
+                if compiled.shared_memory_size > DEFAULT_DYNAMIC_SHARED:
+                    allow_dynamic_shared(cupy, function, compiled.shared_memory_size)
                 sms = cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
                 per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                     function.ptr, plan.threads, compiled.shared_memory_size)

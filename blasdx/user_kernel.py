@@ -18,8 +18,6 @@ from .compiler import check_arch, compile_source
 from .errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-_DEFAULT_DYNAMIC_SHARED = 48 * 1024
 
 
 class UserKernel:
@@ -48,7 +46,7 @@ class UserKernel:
         return entry.cubin
 
     def _function(self, device_id: int) -> tuple[Any, list[int]]:
-        from .runtime import compile_arch_for, device_arch
+        from .runtime import DEFAULT_DYNAMIC_SHARED, compile_arch_for, device_arch
 
         with self._lock:
             loaded = self._functions.get(device_id)
@@ -65,7 +63,7 @@ class UserKernel:
                     module = cupy.cuda.function.Module()
                     module.load(cubin)
                     function = module.get_function(self.name)
-                loaded = (module, function, [_DEFAULT_DYNAMIC_SHARED])
+                loaded = (module, function, [DEFAULT_DYNAMIC_SHARED])
                 self._functions[device_id] = loaded
         return loaded[1], loaded[2]
 
@@ -75,7 +73,7 @@ class UserKernel:
         NumPy scalars)."""
         import cupy
 
-        from .runtime import _stream_of
+        from .runtime import _stream_of, allow_dynamic_shared
 
         if not isinstance(args, tuple):
             raise ArgumentError(f"args must be a tuple of kernel arguments, got {type(args).__name__}")
@@ -88,7 +86,7 @@ class UserKernel:
             if shared_mem > most:
                 raise ArgumentError(f"shared_mem={shared_mem} bytes is over this GPU's limit of "
                                     f"{most} bytes per block; use smaller tiles or fewer GEMMs per block")
-            cupy.cuda.driver.funcSetAttribute(function.ptr, _MAX_DYNAMIC_SHARED, shared_mem)
+            allow_dynamic_shared(cupy, function, shared_mem)
             limit[0] = shared_mem
         function(_dims(grid, "grid"), _dims(block, "block"), args, shared_mem=shared_mem,
                  stream=_stream_of(stream, cupy))

@@ -133,8 +133,13 @@ def test_compile_kernel_without_a_gpu_gives_a_cubin():
     assert "one_gemm" in repr(kernel)
 
 
-def test_compile_kernel_uses_the_cache():
+def test_compile_kernel_uses_the_cache(monkeypatch):
     first = blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options=(RELU,))
+
+    def no_nvrtc(*args, **kwargs):
+        raise AssertionError("NVRTC ran again for a cached kernel")
+
+    monkeypatch.setattr(blasdx.compiler, "_nvrtc_compile", no_nvrtc)
     second = blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options=(RELU,))
     assert first.cubin == second.cubin
 
