@@ -190,6 +190,81 @@ def block_gemm_case(size, prec, threads, cublasdx_tflops, repeats=200) -> dict:
             "cuBLASDx TFLOP/s": cublasdx_tflops, "ratio": tflops / cublasdx_tflops, "rel err": err}
 
 
+PACKED_SIZE = (64, 64, 256)  # the same logical GEMM in int8, int4 and binary (xor)
+PACKED_RANGE = {"int8": (-128, 127), "int4": (-8, 7), "binary": (0, 1)}
+
+
+def _packed_desc(prec, size):
+    return (Size(*size) + Precision(prec, prec, "int32") + Arrangement("row_major", "col_major", "row_major")
+            + SM(900) + Block())
+
+
+def _packed_operands(prec, batch, size):
+    """Values (int8) and the arrays execute() takes: B is (batch, k, n) with k contiguous."""
+    m, n, k = size
+    lo, hi = PACKED_RANGE[prec]
+    a = cupy.random.randint(lo, hi + 1, size=(batch, m, k)).astype(np.int8)
+    bt = cupy.random.randint(lo, hi + 1, size=(batch, n, k)).astype(np.int8)
+    if prec == "int8":
+        return a, bt.transpose(0, 2, 1), a, bt.transpose(0, 2, 1)
+    return a, bt.transpose(0, 2, 1), blasdx.pack(a, prec), blasdx.pack(bt, prec).transpose(0, 2, 1)
+
+
+def _packed_reference(prec, a, b):
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    if prec == "binary":  # xor: popcount(a ^ b) = a + b - 2ab for bits
+        return a.sum(-1)[..., None] + b.sum(-2)[..., None, :] - 2 * (a @ b)
+    return a @ b
+
+
+def packed_cases(gib: float) -> list[dict]:
+    """int4 and binary against int8 on the same logical sizes: batched execute (one batch
+    count for all three) and the block GEMM alone (repeat harness)."""
+    m, n, k = PACKED_SIZE
+    batch = int(gib * 2**30) // (m * k + k * n + 2 * m * n * 4)
+    rows = []
+    for prec in ("int8", "int4", "binary"):
+        desc = _packed_desc(prec, PACKED_SIZE)
+        a, b, a_dev, b_dev = _packed_operands(prec, batch, PACKED_SIZE)
+        c = cupy.zeros((batch, m, n), dtype=np.int32)
+        desc.execute(a_dev, b_dev, c)
+        assert bool((c[:64] == _packed_reference(prec, a[:64], b[:64])).all()), prec
+        ms = time_ms(lambda d=desc, x=a_dev, y=b_dev, z=c: d.execute(x, y, z))
+        row = {"case": f"{m}x{n}x{k} {prec}", "batch": batch, "ms": ms,
+               "TOPS": 2 * m * n * k * batch / ms / 1e9,
+               "GB/s": (a_dev.nbytes + b_dev.nbytes + c.nbytes) / ms / 1e6}
+        row.update(_packed_block(prec))
+        rows.append(row)
+    for row in rows:
+        row["batched vs int8"] = rows[0]["ms"] / row["ms"]
+        row["block vs int8"] = row["block TOPS"] / rows[0]["block TOPS"]
+    return rows
+
+
+def _packed_block(prec, repeats=200) -> dict:
+    """The block GEMM alone on data in shared memory (suggested leading dimensions)."""
+    m, n, k = PACKED_SIZE
+    base = _packed_desc(prec, PACKED_SIZE)
+    desc = base + blasdx.LeadingDimension(*base.suggested_leading_dimension)
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + REPEAT_KERNEL, "repeat_gemm")
+    lda, ldb, ldc = desc.leading_dimension
+    # One item whose runs are ld values long; the GEMM reads the first k of each.
+    a, _, a_dev, _ = _packed_operands(prec, 1, (m, n, lda))
+    _, b, _, b_dev = _packed_operands(prec, 1, (m, n, ldb))
+    c = cupy.zeros(m * ldc, dtype=np.int32)
+    dev = cupy.cuda.Device()
+    per_sm = max(1, min(8, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (desc.shared_memory_size + 1024),
+                        2048 // desc.max_threads_per_block))
+    grid = dev.attributes["MultiProcessorCount"] * per_sm
+    a_flat, b_flat = a_dev[0], b_dev[0].T  # both contiguous: A by rows, B by columns
+    kernel(1, desc.block_dim, (a_flat, b_flat, c, np.int32(1)), shared_mem=desc.shared_memory_size)
+    ref = _packed_reference(prec, a[0][:, :k], b[0][:k, :])
+    assert bool((c.reshape(m, ldc)[:, :n] == ref).all()), f"block GEMM {prec}"
+    ms = time_ms(lambda: kernel(grid, desc.block_dim, (a_flat, b_flat, c, np.int32(repeats)),
+                                shared_mem=desc.shared_memory_size), repeats=10)
+    return {"block TOPS": 2 * m * n * k * repeats * grid / ms / 1e9, "threads": desc.max_threads_per_block}
+
+
 def host_overhead() -> dict:
     desc = Size(16, 16, 16) + Precision("float32") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
     a = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
@@ -228,9 +303,11 @@ def main() -> None:
     rows = [batched_case(size, prec, args.gib) for size, prec in CASES]
     fused = fusion_cases(args.gib)
     blocks = [block_gemm_case(*case) for case in BLOCK_CASES]
+    packed = packed_cases(args.gib)
     overhead = host_overhead()
     result = {"device": device, "date": time.strftime("%Y-%m-%d"), "blasdx": blasdx.__version__,
               "cupy": cupy.__version__, "copy GB/s": copy, "batched": rows, "fusion": fused, "block": blocks,
+              "packed": packed,
               "host": overhead}
     if args.out:
         with open(args.out, "w") as f:
@@ -250,6 +327,11 @@ def main() -> None:
     for r in blocks:
         print(f"{r['case']:26} {r['threads']:7d} {r['blocks/SM']:6d} {r['TFLOP/s']:8.1f} "
               f"{r['cuBLASDx TFLOP/s']:8.1f} {r['ratio']:6.2f}")
+    print(f"{'same GEMM, 3 precisions':24} {'batch':>7} {'ms':>7} {'TOPS':>7} {'vs int8':>7} "
+          f"{'block TOPS':>10} {'vs int8':>7}")
+    for r in packed:
+        print(f"{r['case']:24} {r['batch']:7d} {r['ms']:7.3f} {r['TOPS']:7.1f} {r['batched vs int8']:6.2f}x "
+              f"{r['block TOPS']:10.1f} {r['block vs int8']:6.2f}x")
     print(f"host overhead: execute {overhead['execute us']:.1f} us/call, bare launch "
           f"{overhead['bare launch us']:.1f} us/call, ratio {overhead['ratio']:.2f}x")
 

@@ -17,6 +17,7 @@ from .operators import (
     SM,
     Alignment,
     Arrangement,
+    BitOp,
     Block,
     BlockDim,
     Function,
@@ -27,6 +28,7 @@ from .operators import (
     TransposeMode,
     Type,
 )
+from .packing import pack, unpack
 from .runtime import gpu_available
 from .user_kernel import UserKernel, compile_kernel
 
@@ -34,9 +36,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
-    "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
+    "BitOp", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
     "BlasdxError", "DescriptorError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
     "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",
-    "gpu_available",
+    "gpu_available", "pack", "unpack",
 ]

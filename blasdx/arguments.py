@@ -183,7 +183,9 @@ def matrix_view(x: Any, plan: GemmPlan, mat: MatrixPlan) -> MatrixView:
             f"{name} has dtype {dtype.name}{' shape ' + str(tuple(shape)) if plan.is_complex else ''}, "
             f"but the descriptor's {mat.name.upper()} precision is "
             f"{'complex ' if plan.is_complex else ''}{mat.precision}: expected {wanted}. "
-            f"blasdx never casts; convert with x.astype(...)"
+            + (f"{mat.precision} values are packed {mat.pack} per {wanted} element: use "
+               f"blasdx.pack(x, {mat.precision!r}, axis={-1 if mat.name == 'a' else -2})"
+               if mat.pack > 1 else "blasdx never casts; convert with x.astype(...)")
         )
     _, pairs = match
     itemsize = dtype.itemsize
@@ -223,10 +225,15 @@ def check_layout(v: MatrixView, mat: MatrixPlan) -> None:
         return  # an empty batch: nothing is read or written, strides do not matter
     if (rows, cols) != (mat.rows, mat.cols):
         logical = {"a": "(m, k)", "b": "(k, n)", "c": "(m, n)"}[mat.name]
+        if mat.pack > 1:
+            logical = logical.replace("k", f"k/{mat.pack}")
         raise ArgumentError(
             f"{name} has shape {v.shape}, expected {logical} = ({mat.rows}, {mat.cols})"
             f"{' with a leading batch dimension' if v.batch is not None else ''}; "
-            f"pass the logical matrix (transpose views change strides, not shape)"
+            + (f"{mat.precision} values are packed {mat.pack} per {v.dtype.name} along k: "
+               f"blasdx.pack(x, {mat.precision!r}, axis={-1 if mat.name == 'a' else -2})"
+               if mat.pack > 1 else
+               "pass the logical matrix (transpose views change strides, not shape)")
         )
     rs, cs = v.strides[-2:]
     want_rs, want_cs = (mat.ld, 1) if mat.layout == "row_major" else (1, mat.ld)

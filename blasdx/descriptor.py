@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from . import rules
 from .errors import DescriptorError, IncompleteDescriptorError
 from .instructions import Instruction, choose_instruction
-from .operators import OPERATOR_KINDS, SM, Arrangement, Block, Function, Operator, Precision, Size, Type
+from .operators import OPERATOR_KINDS, SM, Arrangement, BitOp, Block, Function, Operator, Precision, Size, Type
 from .precision import PRECISIONS
 
 if TYPE_CHECKING:
@@ -69,9 +69,15 @@ def is_complex_of(ops: Mapping[str, Operator]) -> bool:
 
 
 def element_sizes_of(ops: Mapping[str, Operator]) -> dict[str, int]:
-    """Bytes of one element of A, B, C (a complex element holds two reals)."""
+    """Bytes of one stored element of A, B, C (a complex element holds two reals; a packed
+    element, a byte of two int4 or a uint32 of 32 bits, holds several values)."""
     factor = 2 if is_complex_of(ops) else 1
     return {m: PRECISIONS[p].itemsize * factor for m, p in precision_of(ops).items()}
+
+
+def packs_of(ops: Mapping[str, Operator]) -> dict[str, int]:
+    """Values per stored element of A, B, C: 1, or 2 (int4, uint4) or 32 (binary)."""
+    return {m: PRECISIONS[p].pack for m, p in precision_of(ops).items()}
 
 
 def _extents(size: Size) -> dict[str, tuple[int, int]]:
@@ -89,12 +95,14 @@ def leading_dimension_of(ops: Mapping[str, Operator]) -> dict[str, int]:
 
 def shared_memory_parts_of(ops: Mapping[str, Operator]) -> dict[str, int]:
     """Bytes of A, B, C in shared memory: ld x (stored columns) x element size, each
-    rounded up to 16 bytes so that the next matrix starts 16-byte aligned."""
+    rounded up to 16 bytes so that the next matrix starts 16-byte aligned. Leading
+    dimensions count values; a packed element holds ``pack`` of them."""
     arr, ld, esize = arrangement_of(ops), leading_dimension_of(ops), element_sizes_of(ops)
+    pack = packs_of(ops)
     parts = {}
     for m, (rows, cols) in _extents(ops["Size"]).items():  # type: ignore[arg-type]
         outer = cols if arr[m] == "col_major" else rows
-        parts[m] = _round_up(ld[m] * outer * esize[m], 16)
+        parts[m] = _round_up(-(-ld[m] // pack[m]) * outer * esize[m], 16)
     return parts
 
 
@@ -194,6 +202,13 @@ class Descriptor:
         return self._ops.get("Function", Function()).value  # type: ignore[attr-defined]
 
     @property
+    def bit_op(self) -> str | None:
+        """'xor' or 'and' for a binary GEMM (BitOp, default 'xor'); None otherwise."""
+        if self.precision.a != "binary":
+            return None
+        return self._ops.get("BitOp", BitOp()).value  # type: ignore[attr-defined]
+
+    @property
     def arrangement(self) -> ABC:
         return ABC(**arrangement_of(self._ops))
 
@@ -212,17 +227,18 @@ class Descriptor:
     def suggested_leading_dimension(self) -> ABC:
         """Tight leading dimensions padded against shared-memory bank conflicts: each is
         rounded up to a multiple of 16 bytes, then grown by 16 bytes more if a row would be
-        a multiple of 128 bytes (so consecutive rows start in different banks)."""
+        a multiple of 128 bytes (so consecutive rows start in different banks). Packed
+        precisions count values, as their leading dimensions do."""
         self._require(Size, "suggested_leading_dimension")
-        arr, esize = arrangement_of(self._ops), element_sizes_of(self._ops)
+        arr, esize, pack = arrangement_of(self._ops), element_sizes_of(self._ops), packs_of(self._ops)
         out = {}
         for m, (rows, cols) in _extents(self.size_op).items():
-            tight = rules.stored_rows(arr[m], rows, cols)
+            tight = -(-rules.stored_rows(arr[m], rows, cols) // pack[m])  # stored elements
             step = max(1, 16 // esize[m])
             ld = _round_up(tight, step)
             if (ld * esize[m]) % 128 == 0:
                 ld += step
-            out[m] = ld
+            out[m] = ld * pack[m]
         return ABC(**out)
 
     @property
@@ -231,7 +247,7 @@ class Descriptor:
 
     @property
     def element_size(self) -> ABC:
-        """Bytes of one element of A, B and C."""
+        """Bytes of one stored element of A, B and C (of a packed word for int4 and binary)."""
         return ABC(**element_sizes_of(self._ops))
 
     @property

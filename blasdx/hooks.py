@@ -188,5 +188,11 @@ def make_fusion(*, prologue, epilogue, a_load, b_load, c_load, c_store, has_bias
     value_precision = {"a_load": precisions[0], "b_load": precisions[1],
                        "c_load": scalar_precision, "c_store": scalar_precision}
     for slot, hook in hooks.items():
+        if slot in ("a_load", "b_load") and not hook.is_identity and PRECISIONS[value_precision[slot]].is_packed:
+            raise ArgumentError(
+                f"{slot}={hook.name if hook.name != 'expression' else hook.expression!r}: "
+                f"{value_precision[slot]} operands go to the tensor cores packed, so no load hook "
+                f"can see their values; transform the data before packing, or hook c_load/c_store"
+            )
         check_hook(hook, slot, value_precision[slot], is_complex)
     return Fusion(**hooks, bias=has_bias)

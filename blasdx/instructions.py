@@ -13,7 +13,8 @@ from dataclasses import dataclass
 class Instruction:
     """A warp-level ``mma.sync`` shape, or FMA (name ``"fma"``, shape 1x1x1)."""
 
-    name: str  # "mma_f16", "mma_bf16", "mma_tf32", "mma_f64", "mma_i8", "mma_fp8" or "fma"
+    name: str  # "mma_f16", "mma_bf16", "mma_tf32", "mma_f64", "mma_i8", "mma_fp8", "mma_i4",
+    # "mma_b1" or "fma"
     m: int
     n: int
     k: int
@@ -31,6 +32,10 @@ MMA_TF32 = Instruction("mma_tf32", 16, 8, 8, "mma.sync.aligned.m16n8k8.row.col.f
 MMA_F64 = Instruction("mma_f64", 8, 8, 4, "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", 800)
 MMA_I8 = Instruction("mma_i8", 16, 8, 32, "mma.sync.aligned.m16n8k32.row.col.s32.{a}.{b}.s32", 800)
 MMA_FP8 = Instruction("mma_fp8", 16, 8, 32, "mma.sync.aligned.m16n8k32.row.col.f32.{a}.{b}.f32", 890)
+# Packed operands (k counts values): the same register layout as mma_i8, 32 bytes of k.
+# SM 75 has them as m8n8k32 / m8n8k128 (xor only), which the kernel issues four at a time.
+MMA_I4 = Instruction("mma_i4", 16, 8, 64, "mma.sync.aligned.m16n8k64.row.col.s32.{a}.{b}.s32", 750)
+MMA_B1 = Instruction("mma_b1", 16, 8, 256, "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.{op}.popc", 750)
 FMA = Instruction("fma", 1, 1, 1, "", 0)
 
 _FLOAT_ACC = ("float16", "float32")
@@ -54,6 +59,10 @@ def choose_instruction(a: str, b: str, c: str, complex_: bool, sm: int) -> tuple
         candidate = MMA_I8
     elif set(pair) <= {"float8_e4m3", "float8_e5m2"} and c in ("float16", "float32", "bfloat16"):
         candidate = MMA_FP8
+    elif set(pair) <= {"int4", "uint4"} and c == "int32":
+        candidate = MMA_I4
+    elif pair == ("binary", "binary") and c == "int32":
+        candidate = MMA_B1
     if candidate is None:
         return FMA, f"no tensor-core instruction takes {a} x {b} -> {c}; FMA"
     if sm < candidate.min_sm:

@@ -159,6 +159,24 @@ class Function(Operator):
         return v
 
 
+class BitOp(Operator):
+    """BitOp('xor' | 'and'): how a binary GEMM combines bits before counting them.
+
+    With Precision('binary', 'binary', 'int32'), C(i, j) accumulates popcount(A(i, :) op
+    B(:, j)): 'xor' counts differing bits (Hamming distance), 'and' counts common set bits.
+    """
+
+    kind: ClassVar[str] = "BitOp"
+    value: str = "xor"
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> str:
+        if v not in ("xor", "and"):
+            raise ValueError(f"must be 'xor' (Hamming distance) or 'and' (common set bits), got {v!r}")
+        return v  # type: ignore[return-value]
+
+
 def _layout(v: object, field: str) -> str:
     if v not in LAYOUTS:
         hint = ""
@@ -209,7 +227,7 @@ class TransposeMode(Operator):
 
 
 class LeadingDimension(Operator):
-    """LeadingDimension(lda, ldb, ldc) in elements."""
+    """LeadingDimension(lda, ldb, ldc) in elements (in values for packed int4 and binary)."""
 
     kind: ClassVar[str] = "LeadingDimension"
     a: int
@@ -301,6 +319,6 @@ class BlockDim(Operator):
 
 
 OPERATOR_KINDS: tuple[type[Operator], ...] = (
-    Size, Precision, Type, Function, Arrangement, TransposeMode, LeadingDimension,
+    Size, Precision, Type, Function, BitOp, Arrangement, TransposeMode, LeadingDimension,
     Alignment, SM, Block, BlockDim,
 )

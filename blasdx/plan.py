@@ -35,9 +35,9 @@ class MatrixPlan:
     precision: str
     cpp_type: str  # storage element type
     layout: str  # "row_major" or "col_major"
-    rows: int
+    rows: int  # stored elements: k counts packed elements (k / pack) for int4 and binary
     cols: int
-    ld: int  # in global memory (the descriptor's LeadingDimension)
+    ld: int  # in global memory, in stored elements (the LeadingDimension, / pack)
     smem_ld: int  # in shared memory: ld, or padded against bank conflicts in the batched kernel
     outer: int
     inner: int
@@ -47,6 +47,7 @@ class MatrixPlan:
     smem_offset: int
     smem_bytes: int
     conjugate: bool
+    pack: int  # values per stored element: 1, 2 (int4, uint4) or 32 (binary)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class GemmPlan:
     shared_memory_size: int  # of one block GEMM (the descriptor's trait)
     use_cp_async: bool
     pipeline_stages: int  # items in flight per block in the batched kernel (1 or 2)
+    bit_op: str  # "xor" or "and" for binary GEMMs, else ""
 
     @cached_property
     def _hash(self) -> int:
@@ -127,13 +129,14 @@ def _vector_bytes(alignment: int, inner_bytes: int, ld_bytes: int) -> int:
 
 def _matrix(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> MatrixPlan:
     m, n, k = desc.size
-    rows, cols = {"a": (m, k), "b": (k, n), "c": (m, n)}[name]
+    precision = getattr(desc.precision, name)
+    pack = PRECISIONS[precision].pack  # packed along k (A row-major, B col-major: checked)
+    rows, cols = {"a": (m, k // pack), "b": (k // pack, n), "c": (m, n)}[name]
     layout = getattr(desc.arrangement, name)
     outer, inner = (cols, rows) if layout == "col_major" else (rows, cols)
-    precision = getattr(desc.precision, name)
     cpp = PRECISIONS[precision].cpp_type
     esize = getattr(desc.element_size, name)
-    ld = getattr(desc.leading_dimension, name)
+    ld = getattr(desc.leading_dimension, name) // pack
     align = getattr(desc.alignment, name)
     conj = {"a": desc.conjugate[0], "b": desc.conjugate[1], "c": False}[name]
     return MatrixPlan(
@@ -142,7 +145,7 @@ def _matrix(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> Matrix
         layout=layout, rows=rows, cols=cols, ld=ld, smem_ld=ld, outer=outer, inner=inner,
         element_size=esize, alignment=align,
         vector_bytes=_vector_bytes(align, inner * esize, ld * esize),
-        smem_offset=offset, smem_bytes=smem_bytes, conjugate=conj and desc.is_complex,
+        smem_offset=offset, smem_bytes=smem_bytes, conjugate=conj and desc.is_complex, pack=pack,
     )
 
 
@@ -183,7 +186,8 @@ def make_plan(desc: Descriptor) -> GemmPlan:
     threads = bx * by * bz
     warps = threads // 32
     if instr.is_mma:
-        mma_acc = {"mma_f64": "double", "mma_i8": "int"}.get(instr.name, "float")
+        mma_acc = {"mma_f64": "double", "mma_i8": "int", "mma_i4": "int", "mma_b1": "int"}.get(
+            instr.name, "float")
         acc_regs = 4  # every instruction here keeps 4 accumulator registers per tile
         pm, pn = _warp_tile(instr, m, n, warps, acc_regs)
         tile_m, tile_n = pm * instr.m, pn * instr.n
@@ -203,6 +207,7 @@ def make_plan(desc: Descriptor) -> GemmPlan:
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= 800,
         pipeline_stages=_pipeline_stages(desc.sm, sum(smem.values()), instr.is_mma),
+        bit_op=desc.bit_op or "",
     )
 
 
@@ -288,10 +293,15 @@ def explain(desc: Descriptor) -> str:
     lines.append(f"threads: block_dim {p.block_dim} = {p.threads}"
                  + ("" if p.block_dim == tuple(desc.suggested_block_dim)
                     else f" (suggested {tuple(desc.suggested_block_dim)})"))
+    if p.bit_op:
+        lines.append(f"bits: C accumulates popcount(A {p.bit_op} B) over k in int32 ({p.bit_op}.popc)")
     for x in (p.a, p.b, p.c):
+        stored = (f"{x.rows}x{x.cols} {x.precision}" if x.pack == 1 else
+                  f"{x.rows * (x.pack if x.name == 'b' else 1)}x{x.cols * (x.pack if x.name == 'a' else 1)} "
+                  f"{x.precision} packed {x.pack} per {x.cpp_type} along k ({x.rows}x{x.cols} stored)")
         lines.append(
-            f"{x.name.upper()}: {x.rows}x{x.cols} {x.precision}{' complex' if p.is_complex else ''} "
-            f"{x.layout}, ld {x.ld}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
+            f"{x.name.upper()}: {stored}{' complex' if p.is_complex else ''} "
+            f"{x.layout}, ld {x.ld}{' stored elements' if x.pack > 1 else ''}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
             f"bytes, copied {x.vector_bytes} bytes at a time"
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
         )

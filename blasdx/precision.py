@@ -16,15 +16,25 @@ class PrecisionInfo:
     """What one precision is: its name, storage, C++ type and numeric kind."""
 
     name: str
-    bits: int  # storage bits of one real element
+    bits: int  # storage bits of one real element (of one packed word for packed precisions)
     is_float: bool
     signed: bool
-    cpp_type: str  # the C++ type in generated code
+    cpp_type: str  # the C++ type in generated code (the packed word for packed precisions)
     numpy_name: str  # the NumPy dtype of arrays passed to execute (storage type)
+    pack: int = 1  # values per stored element: 2 for 4-bit integers, 32 for binary
 
     @property
     def itemsize(self) -> int:
         return self.bits // 8
+
+    @property
+    def is_packed(self) -> bool:
+        return self.pack > 1
+
+    @property
+    def value_bits(self) -> int:
+        """Bits of one value: 4 for int4, 1 for binary, else the storage bits."""
+        return self.bits // self.pack
 
 
 _TABLE = [
@@ -43,6 +53,11 @@ _TABLE = [
     PrecisionInfo("uint32", 32, False, False, "unsigned int", "uint32"),
     PrecisionInfo("int64", 64, False, True, "long long", "int64"),
     PrecisionInfo("uint64", 64, False, False, "unsigned long long", "uint64"),
+    # Packed along k (see blasdx.packing): two 4-bit values per byte, low nibble first;
+    # 32 one-bit values per uint32, bit 0 first. Tensor cores only (SM 75+).
+    PrecisionInfo("int4", 8, False, True, "unsigned char", "uint8", pack=2),
+    PrecisionInfo("uint4", 8, False, False, "unsigned char", "uint8", pack=2),
+    PrecisionInfo("binary", 32, False, False, "unsigned int", "uint32", pack=32),
 ]
 
 PRECISIONS: dict[str, PrecisionInfo] = {p.name: p for p in _TABLE}
@@ -50,7 +65,9 @@ ALIASES: dict[str, str] = {"half": "float16"}
 
 # NumPy / ml_dtypes dtype names that map to a precision (ml_dtypes names its
 # e4m3 type "float8_e4m3fn").
-_DTYPE_NAMES: dict[str, str] = {p.numpy_name: p.name for p in _TABLE if p.name != "tfloat32"}
+# Packed precisions are names only: a uint8 dtype means uint8, never packed int4.
+_DTYPE_NAMES: dict[str, str] = {p.numpy_name: p.name for p in _TABLE
+                                if p.name != "tfloat32" and not p.is_packed}
 _DTYPE_NAMES["float8_e4m3fn"] = "float8_e4m3"
 
 
@@ -86,9 +103,10 @@ def info(name: str) -> PrecisionInfo:
 
 
 def short_code(name: str) -> str:
-    """Compact code used in kernel names: f16, bf16, tf32, f32, f64, e4m3, e5m2, s8, u8..."""
+    """Compact code used in kernel names: f16, bf16, tf32, f32, f64, e4m3, e5m2, s8, u8, s4, b1..."""
     special = {"float16": "f16", "bfloat16": "bf16", "tfloat32": "tf32", "float32": "f32",
-               "float64": "f64", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+               "float64": "f64", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2",
+               "int4": "s4", "uint4": "u4", "binary": "b1"}
     if name in special:
         return special[name]
     p = PRECISIONS[name]

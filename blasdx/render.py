@@ -17,7 +17,8 @@ from .errors import DescriptorError
 from .hooks import NO_FUSION, Fusion
 from .plan import GemmPlan, MatrixPlan, kernel_plan
 
-_PTX_TYPE = {"int8": "s8", "uint8": "u8", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+_PTX_TYPE = {"int8": "s8", "uint8": "u8", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2",
+             "int4": "s4", "uint4": "u4", "binary": "b1"}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -71,13 +72,15 @@ def _context(plan: GemmPlan, name: str) -> dict:
         "tiles_m": plan.tiles_m, "tiles_n": plan.tiles_n, "tiles": plan.tiles,
         # 16-bit tensor-core operands (not complex: complex runs on FMA) load with ldmatrix.
         "ldmatrix": instr.name in ("mma_f16", "mma_bf16"),
+        # int4/uint4/binary: fragments are 32-bit words of k, loaded whole.
+        "packed": plan.a.pack > 1,
     }
     if instr.is_mma:
         f64 = instr.name == "mma_f64"
         bits = 32 if instr.name == "mma_tf32" else {"mma_f16": 16, "mma_bf16": 16}.get(instr.name, 8)
         ctx.update(
             instruction_ptx=instr.ptx.format(a=_PTX_TYPE.get(plan.a.precision, ""),
-                                             b=_PTX_TYPE.get(plan.b.precision, "")),
+                                             b=_PTX_TYPE.get(plan.b.precision, ""), op=plan.bit_op),
             im=instr.m, in_=instr.n, ik=instr.k,
             pm=plan.tile_m // instr.m, pn=plan.tile_n // instr.n,
             frag_type="double" if f64 else "unsigned",
@@ -85,7 +88,12 @@ def _context(plan: GemmPlan, name: str) -> dict:
             a_regs=1 if f64 else 4, b_regs=1 if f64 else 2, c_vals=2 if f64 else 4,
             epr=32 // bits,
             ptx_a=_PTX_TYPE.get(plan.a.precision, ""), ptx_b=_PTX_TYPE.get(plan.b.precision, ""),
+            bit_op=plan.bit_op,
         )
+        if ctx["packed"]:
+            # Bytes of k per row of A (and column of B); each instruction takes 32 of them.
+            value_bits = plan.a.element_size * 8 // plan.a.pack  # 4 or 1
+            ctx.update(k_bytes=plan.k * value_bits // 8, ik=32, values_per_word=32 // value_bits)
     return ctx
 
 

@@ -21,6 +21,7 @@ SHARED_MEMORY_LIMIT_KIB: dict[int, int] = {
 
 def check(ops: Mapping[str, Operator]) -> None:
     """Run every cross-operator rule whose operators are present in ``ops``."""
+    _check_packed(ops)
     _check_precision_type(ops)
     _check_arrangement_transpose(ops)
     _check_leading_dimension(ops)
@@ -62,6 +63,94 @@ def _check_precision_type(ops: Mapping[str, Operator]) -> None:
                 f"Type('complex') with {names}: complex values cannot have unsigned precisions "
                 f"({', '.join(unsigned)}); use signed ones such as 'int8'/'int32'"
             )
+
+
+# Packed precisions by family: the operands of one tensor-core instruction.
+_FOUR_BIT = frozenset({"int4", "uint4"})
+_BINARY = frozenset({"binary"})
+# Descriptor SM from which the instructions exist (mma.sync m8n8k32 .s4/.u4 and m8n8k128
+# .b1 .xor.popc from SM 75; .and.popc from SM 80).
+PACKED_MIN_SM = 750
+BIT_AND_MIN_SM = 800
+
+
+def _check_packed(ops: Mapping[str, Operator]) -> None:
+    """int4, uint4 and binary run only on tensor cores, whose instructions fix the rest."""
+    prec, bit_op = ops.get("Precision"), ops.get("BitOp")
+    names = (prec.a, prec.b, prec.c) if prec is not None else ("float32",) * 3  # type: ignore[attr-defined]
+    a, b, c = (PRECISIONS[n] for n in names)
+    if bit_op is not None and not (a.name == b.name == "binary"):
+        raise DescriptorError(
+            f"{bit_op!r} chooses how binary GEMMs combine bits, but A and B are {a.name} and "
+            f"{b.name}; use Precision('binary', 'binary', 'int32') or remove BitOp"
+        )
+    if not (a.is_packed or b.is_packed or c.is_packed):
+        return
+    what = f"Precision({a.name!r}, {b.name!r}, {c.name!r})"
+    if c.is_packed:
+        raise DescriptorError(
+            f"{what}: C holds the accumulator, which is int32 for 4-bit and binary GEMMs; "
+            f"use Precision({a.name!r}, {b.name!r}, 'int32')"
+        )
+    pair = {a.name, b.name}
+    if not (pair <= _FOUR_BIT or pair <= _BINARY):
+        raise DescriptorError(
+            f"{what}: A and B must both be 4-bit (int4, uint4) or both binary; no tensor-core "
+            f"instruction takes {a.name} x {b.name}. Unpack the packed side (blasdx.unpack) and "
+            f"use an int8 GEMM"
+        )
+    if c.name != "int32":
+        raise DescriptorError(
+            f"{what}: 4-bit and binary tensor-core instructions accumulate into int32; "
+            f"use Precision({a.name!r}, {b.name!r}, 'int32')"
+        )
+    from .descriptor import arrangement_of, is_complex_of, leading_dimension_of
+
+    if is_complex_of(ops):
+        raise DescriptorError(
+            f"Type('complex') with {what}: 4-bit and binary GEMMs are real only; remove Type"
+        )
+    arr = arrangement_of(ops)
+    if (arr["a"], arr["b"]) != ("row_major", "col_major"):
+        raise DescriptorError(
+            f"{what} needs row-major A and column-major B (given {arr['a']} A, {arr['b']} B): the "
+            f"tensor cores read packed operands along k, so k must be contiguous in both. Use "
+            f"Arrangement('row_major', 'col_major', {arr['c']!r}) and pack A along its rows and B "
+            f"along its columns: blasdx.pack(a, {a.name!r}, axis=-1), blasdx.pack(b, {b.name!r}, "
+            f"axis=-2)"
+        )
+    pack = a.pack
+    size = ops.get("Size")
+    if size is not None and size.k % pack:  # type: ignore[attr-defined]
+        kind = "a 4-bit" if pack == 2 else "a binary"
+        k = size.k  # type: ignore[attr-defined]
+        raise DescriptorError(
+            f"Size k={k} is not a multiple of {pack}: {kind} GEMM stores {pack} values of k per "
+            f"{'byte' if pack == 2 else 'uint32'}; pad k with zeros to {-(-k // pack) * pack}"
+            + (" (zero bits add nothing to an xor or and count)" if pack == 32 else "")
+        )
+    if "LeadingDimension" in ops and size is not None:
+        ld = leading_dimension_of(ops)
+        for m in "ab":
+            if ld[m] % pack:
+                raise DescriptorError(
+                    f"LeadingDimension ld{m}={ld[m]} counts {a.name if m == 'a' else b.name} values "
+                    f"and must be a multiple of {pack}, the values per stored element; use "
+                    f"ld{m}={-(-ld[m] // pack) * pack}"
+                )
+    sm = ops.get("SM")
+    if sm is not None and sm.value < PACKED_MIN_SM:  # type: ignore[attr-defined]
+        raise UnsupportedError(
+            f"{what} needs the 4-bit/1-bit tensor-core instructions of SM 75 or newer, but the "
+            f"descriptor says {sm!r} and there is no FMA path for packed values; use SM(750) or newer, "
+            f"or unpack to int8 (blasdx.unpack)"
+        )
+    if (sm is not None and a.name == "binary" and bit_op is not None
+            and bit_op.value == "and" and sm.value < BIT_AND_MIN_SM):  # type: ignore[attr-defined]
+        raise UnsupportedError(
+            f"BitOp('and') needs SM 80 or newer (SM 75 has only xor.popc), but the descriptor says "
+            f"{sm!r}; use SM(800) or newer, or BitOp('xor')"
+        )
 
 
 def _check_arrangement_transpose(ops: Mapping[str, Operator]) -> None:

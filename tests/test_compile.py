@@ -34,6 +34,8 @@ MATRIX = [
     (("int16", "int16", "int64"), False, "rrc", (16, 16, 16), 700),
     (("float16", "float16", "float16"), True, "rcr", (16, 16, 16), 700),
     (("float64", "float64", "float64"), True, "crr", (8, 16, 32), 800),
+    (("int4", "uint4", "int32"), False, "rcr", (64, 32, 128), 750),
+    (("binary", "binary", "int32"), False, "rcc", (32, 64, 256), 800),
 ]
 LAYOUT = {"r": "row_major", "c": "col_major"}
 

@@ -1,0 +1,444 @@
+// blasdx common device code: element types, conversions, complex arithmetic, mma.
+// Included once per translation unit, however many block GEMMs it holds.
+#ifndef BLASDX_COMMON_CUH
+#define BLASDX_COMMON_CUH
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+namespace blasdx {
+
+template <class T>
+struct alignas(2 * sizeof(T)) complex {
+  using value_type = T;
+  T x, y;
+};
+
+template <class T> struct is_complex { static constexpr bool value = false; };
+template <class T> struct is_complex<complex<T>> { static constexpr bool value = true; };
+
+template <class T> struct is_narrow_float { static constexpr bool value = false; };
+template <> struct is_narrow_float<__half> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_bfloat16> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_fp8_e4m3> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_fp8_e5m2> { static constexpr bool value = true; };
+
+// Value conversion between storage, accumulator and scalar types. Narrow floating-point
+// types go through float; complex converts part by part.
+template <class To, class From>
+__device__ __forceinline__ To convert(const From& v) {
+  if constexpr (is_complex<To>::value && is_complex<From>::value) {
+    using T = typename To::value_type;
+    return To{convert<T>(v.x), convert<T>(v.y)};
+  } else if constexpr (is_complex<To>::value) {
+    using T = typename To::value_type;
+    return To{convert<T>(v), convert<T>(0)};
+  } else if constexpr (is_narrow_float<From>::value) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_narrow_float<To>::value) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ T zero() { return convert<T>(0); }
+
+template <class T> __device__ __forceinline__ bool is_zero(const T& v) { return v == T(0); }
+template <class T> __device__ __forceinline__ bool is_zero(const complex<T>& v) {
+  return v.x == T(0) && v.y == T(0);
+}
+
+template <class T> __device__ __forceinline__ T conj(const T& v) { return v; }
+template <class T> __device__ __forceinline__ complex<T> conj(const complex<T>& v) {
+  return complex<T>{v.x, -v.y};
+}
+
+template <class T>
+__device__ __forceinline__ complex<T> operator+(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x + q.x, p.y + q.y};
+}
+template <class T>
+__device__ __forceinline__ complex<T> operator-(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x - q.x, p.y - q.y};
+}
+template <class T> __device__ __forceinline__ complex<T> operator-(const complex<T>& p) {
+  return complex<T>{-p.x, -p.y};
+}
+template <class T>
+__device__ __forceinline__ complex<T> operator*(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x * q.x - p.y * q.y, p.x * q.y + p.y * q.x};
+}
+
+// acc + p * q
+template <class T> __device__ __forceinline__ T mul_add(const T& p, const T& q, const T& acc) {
+  return acc + p * q;
+}
+template <class T>
+__device__ __forceinline__ complex<T> mul_add(const complex<T>& p, const complex<T>& q,
+                                              const complex<T>& acc) {
+  return complex<T>{acc.x + p.x * q.x - p.y * q.y, acc.y + p.x * q.y + p.y * q.x};
+}
+
+// --- Element-wise hooks (cuBLASDx's load and store functors) ---------------------------
+template <class P, class Q> struct is_same { static constexpr bool value = false; };
+template <class P> struct is_same<P, P> { static constexpr bool value = true; };
+template <class T> __device__ T&& declval();  // for unevaluated contexts only
+
+// The type a hook computes in: float for the narrow floating-point types, else the type.
+template <class T> struct compute { using type = T; };
+template <> struct compute<__half> { using type = float; };
+template <> struct compute<__nv_bfloat16> { using type = float; };
+template <> struct compute<__nv_fp8_e4m3> { using type = float; };
+template <> struct compute<__nv_fp8_e5m2> { using type = float; };
+template <class T> struct compute<complex<T>> { using type = complex<typename compute<T>::type>; };
+
+// The default hook: leaves values untouched and costs nothing.
+struct identity {
+  template <class T> __device__ __forceinline__ T operator()(const T& x) const { return x; }
+};
+
+// A load hook on one stored element: computed in compute<S>, stored back as S.
+template <class S, class Op>
+__device__ __forceinline__ S apply_load(const Op& op, const S& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else {
+    return convert<S>(op(convert<typename compute<S>::type>(v)));
+  }
+}
+
+// Whether a store hook takes the element's position: op(row, col, x).
+template <class Op, class T, class = void> struct takes_position { static constexpr bool value = false; };
+template <class Op, class T>
+struct takes_position<Op, T, decltype(void(declval<const Op&>()(0, 0, declval<T>())))> {
+  static constexpr bool value = true;
+};
+
+template <class Op, class T>
+__device__ __forceinline__ T apply_store(const Op& op, int row, int col, const T& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else if constexpr (takes_position<Op, T>::value) {
+    return op(row, col, v);
+  } else {
+    return op(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ T scale(const T& x, double re, double) {
+  return x * static_cast<T>(re);
+}
+template <class T> __device__ __forceinline__ complex<T> scale(const complex<T>& x, double re, double im) {
+  return x * complex<T>{static_cast<T>(re), static_cast<T>(im)};
+}
+
+// The largest finite value of a storage type, for satfinite.
+template <class S> struct finite_max { static constexpr double value = 0; };
+template <> struct finite_max<__half> { static constexpr double value = 65504.0; };
+template <> struct finite_max<__nv_bfloat16> { static constexpr double value = 3.3895313892515355e38; };
+template <> struct finite_max<__nv_fp8_e4m3> { static constexpr double value = 448.0; };
+template <> struct finite_max<__nv_fp8_e5m2> { static constexpr double value = 57344.0; };
+template <> struct finite_max<float> { static constexpr double value = 3.4028234663852886e38; };
+template <> struct finite_max<double> { static constexpr double value = 1.7976931348623157e308; };
+template <class S> struct finite_max<complex<S>> : finite_max<S> {};
+
+// Saturate to the finite range of S, as WMMA's satf: +-inf and beyond to +-max, NaN to +0.
+template <class S, class T> __device__ __forceinline__ T satfinite(const T& x) {
+  const T hi = static_cast<T>(finite_max<S>::value);
+  if (!(x == x)) return T(0);
+  return x > hi ? hi : (x < -hi ? -hi : x);
+}
+template <class S, class T> __device__ __forceinline__ complex<T> satfinite(const complex<T>& x) {
+  return complex<T>{satfinite<S>(x.x), satfinite<S>(x.y)};
+}
+
+// Raw bits of one mma operand element, zero-extended into the low bits of a word.
+__device__ __forceinline__ unsigned operand_bits(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ unsigned operand_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ unsigned operand_bits(__nv_fp8_e4m3 v) { return v.__x; }
+__device__ __forceinline__ unsigned operand_bits(__nv_fp8_e5m2 v) { return v.__x; }
+__device__ __forceinline__ unsigned operand_bits(signed char v) { return static_cast<unsigned char>(v); }
+__device__ __forceinline__ unsigned operand_bits(unsigned char v) { return v; }
+__device__ __forceinline__ unsigned operand_bits(float v) {  // float as tf32
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <int Bytes> struct vector_of;
+template <> struct vector_of<1> { using type = unsigned char; };
+template <> struct vector_of<2> { using type = unsigned short; };
+template <> struct vector_of<4> { using type = unsigned; };
+template <> struct vector_of<8> { using type = uint2; };
+template <> struct vector_of<16> { using type = uint4; };
+
+// Copy `Outer` runs of `InnerBytes` bytes, `SrcLdBytes` apart in the source and
+// `DstLdBytes` apart in the destination, `Bytes` at a time, by the first `Threads` threads
+// of the block. Async uses cp.async (sm_80+); wait with copy_wait.
+template <int Outer, int InnerBytes, int SrcLdBytes, int DstLdBytes, int Bytes, int Threads, bool Async>
+__device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) {
+  using vec = typename vector_of<Bytes>::type;
+  constexpr int per_run = InnerBytes / Bytes;
+  if (rank >= Threads) return;
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+  for (int i = rank; i < Outer * per_run; i += Threads) {
+    const int run = i / per_run, within = (i % per_run) * Bytes;
+    const char* from = s + run * SrcLdBytes + within;
+    char* to = d + run * DstLdBytes + within;
+#if __CUDA_ARCH__ >= 800
+    if constexpr (Async && Bytes == 16) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(to)), "l"(from));
+      continue;
+    } else if constexpr (Async && Bytes >= 4) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(to)), "l"(from),
+                   "n"(Bytes));
+      continue;
+    }
+#endif
+    *reinterpret_cast<vec*>(to) = *reinterpret_cast<const vec*>(from);
+  }
+}
+
+// Wait for this thread's cp.async copies, then for the whole block.
+__device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+  __syncthreads();
+}
+
+// Close this thread's group of cp.async copies started since the last commit.
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Wait until at most `Pending` of this thread's committed copy groups are still running,
+// then synchronize the block.
+template <int Pending>
+__device__ __forceinline__ void copy_wait_prior() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+#endif
+  __syncthreads();
+}
+
+__device__ __forceinline__ int thread_rank() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+}  // namespace blasdx
+#endif  // BLASDX_COMMON_CUH
+
+// blasdx block GEMM blasdx_gemm_sm800_b1b1s32_32x64x256_rcc_t64_8c0dd013
+//   32x64x256, mma_b1, 64 threads
+// C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
+// shared memory, computed by the first 64 threads of the block (in thread-rank
+// order); every thread of the block must call execute(). beta == 0 ignores C; alpha == 0
+// ignores A and B. The hooks are optional functors: a_load/b_load take and return the
+// element in blasdx::compute<a_t/b_t>::type (float for 16- and 8-bit floats), c_load and
+// c_store a scalar_t; c_store may instead take (row, col, x).
+namespace blasdx_block_gemm {
+
+using a_t = unsigned int;
+using b_t = unsigned int;
+using c_t = int;
+using scalar_t = int;  // alpha and beta
+using acc_t = int;  // accumulator
+
+constexpr int m = 32, n = 64, k = 256;
+constexpr int lda = 8, ldb = 8, ldc = 36;  // in shared memory
+constexpr int global_lda = 8, global_ldb = 8, global_ldc = 32;
+constexpr unsigned block_dim_x = 64, block_dim_y = 1, block_dim_z = 1;
+constexpr int threads = 64;
+// Bytes of shared memory for A, B and C placed one after another at these offsets.
+constexpr unsigned shared_memory_size = 12288;
+constexpr unsigned a_offset = 0, b_offset = 1024, c_offset = 3072;
+constexpr unsigned a_size = 256, b_size = 512, c_size = 2304;  // elements
+
+// Element (r, c) of each matrix (row_major A, col_major B, col_major C).
+__device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
+__device__ __forceinline__ int b_index(int r, int c) { return r + c * ldb; }
+__device__ __forceinline__ int c_index(int r, int c) { return r + c * ldc; }
+
+// Block-cooperative copies between global and shared memory, in the same layout.
+// Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
+// using the data. store_c writes only the m x n elements, never leading-dimension padding.
+__device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
+  blasdx::copy_runs<32, 32, 32, 32, 4, threads, true>(global, shared, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
+  blasdx::copy_runs<64, 32, 32, 32, 4, threads, true>(global, shared, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
+  blasdx::copy_runs<64, 128, 128, 144, 4, threads, true>(global, shared, blasdx::thread_rank());
+}
+__device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
+  blasdx::copy_runs<64, 128, 144, 128, 4, threads, false>(shared, global, blasdx::thread_rank());
+}
+__device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
+
+// One output element: C(r, c) = c_store(alpha * acc + beta * c_load(C(r, c))).
+template <class Acc, class CLoad, class CStore>
+__device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc, const scalar_t& alpha,
+                                         const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
+  scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
+  c_t* p = sc + c_index(r, col);
+  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(*p));
+  *p = blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
+}
+
+
+// Tensor cores: mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.xor.popc
+// Each warp computes 32x32 tiles of C (2x4 instructions of 16x8x32),
+// loading A and B fragments from shared memory (zero outside m, n, k) and reusing them.
+constexpr int warps = 2;
+constexpr int im = 16, in_ = 8, ik = 32;
+constexpr int pm = 2, pn = 4;
+constexpr int tile_m = 32, tile_n = 32, tiles_n = 2, tiles = 2;
+using frag_t = unsigned;
+using mma_acc_t = int;
+constexpr int a_regs = 4, b_regs = 2, c_vals = 4;
+
+// Packed operands: each row of A and column of B is a run of k_bytes bytes in shared memory
+// (32 values per 32-bit word, the first in the lowest bits). Fragments are the words
+// of mma_i8's layout, 32 bytes of k per instruction; bytes past k_bytes read as zero.
+constexpr int k_bytes = 32;
+constexpr bool word_runs = (lda * sizeof(a_t)) % 4 == 0 && (ldb * sizeof(b_t)) % 4 == 0;
+__device__ __forceinline__ unsigned load_word(const unsigned char* run, int byte, bool aligned) {
+  if (aligned && byte + 4 <= k_bytes) return *reinterpret_cast<const unsigned*>(run + byte);
+  unsigned word = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    if (byte + e < k_bytes) word |= static_cast<unsigned>(run[byte + e]) << (8 * e);
+  return word;
+}
+// The words of an m16n8k256 fragment: 4 of A, 2 of B.
+__device__ __forceinline__ void load_packed_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int g, int t,
+                                              bool aligned) {
+  unsigned w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int r = r0 + g + 8 * (j & 1);
+    const unsigned char* run = reinterpret_cast<const unsigned char*>(sa + a_index(r, 0));
+    w[j] = r < m ? load_word(run, k0 + 4 * t + 16 * (j >> 1), aligned) : 0u;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) f[j] = w[j];
+}
+__device__ __forceinline__ void load_packed_b(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int g, int t,
+                                              bool aligned) {
+  const int c = n0 + g;
+  const unsigned char* run = reinterpret_cast<const unsigned char*>(sb + b_index(0, c));
+  unsigned w[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) w[j] = c < n ? load_word(run, k0 + 4 * t + 16 * j, aligned) : 0u;
+  f[0] = w[0];
+  f[1] = w[1];
+}
+__device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
+__device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + (i & 1); }
+
+__device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_regs], const frag_t (&b)[b_regs]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.xor.popc { %0, %1, %2, %3 }, { %4, %5, %6, %7 }, { %8, %9 }, { %0, %1, %2, %3 };"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif __CUDA_ARCH__ >= 750
+  // SM 75: four m8n8k128, (rows 0-7 | 8-15) x (k 0-127 | 128-255).
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    asm volatile("mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc { %0, %1 }, { %2 }, { %3 }, { %0, %1 };"
+                 : "+r"(d[2 * (i & 1)]), "+r"(d[2 * (i & 1) + 1]) : "r"(a[i]), "r"(b[i >> 1]));
+#else
+#error "blasdx: binary tensor-core instructions need sm_75 or newer (xor.popc: sm_75)"
+#endif
+}
+
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
+          class CStore = blasdx::identity>
+__device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
+                                        c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
+                                        const CLoad& c_load = {}, const CStore& c_store = {}) {
+  const int rank = blasdx::thread_rank();
+  if (rank < warps * 32) {
+    const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
+    static_assert(blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value,
+                  "blasdx: packed binary/binary operands take no a_load/b_load hooks");
+    // Whole-word loads need 4-byte aligned runs; otherwise words are assembled byte by byte.
+    const bool a_words = word_runs && (reinterpret_cast<unsigned long long>(sa) & 3) == 0;
+    const bool b_words = word_runs && (reinterpret_cast<unsigned long long>(sb) & 3) == 0;
+    for (int tile = warp; tile < tiles; tile += warps) {
+      const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
+      mma_acc_t acc[pm][pn][c_vals];
+#pragma unroll
+      for (int i = 0; i < pm; ++i)
+#pragma unroll
+        for (int j = 0; j < pn; ++j)
+#pragma unroll
+          for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
+      for (int k0 = 0; k0 < k_bytes; k0 += ik) {
+        frag_t fa[pm][a_regs];
+        frag_t fb[pn][b_regs];
+#pragma unroll
+        for (int i = 0; i < pm; ++i) load_packed_a(fa[i], sa, m0 + i * im, k0, g, t, a_words);
+#pragma unroll
+        for (int j = 0; j < pn; ++j) load_packed_b(fb[j], sb, k0, n0 + j * in_, g, t, b_words);
+#pragma unroll
+        for (int i = 0; i < pm; ++i)
+#pragma unroll
+          for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < pm; ++i)
+#pragma unroll
+        for (int j = 0; j < pn; ++j)
+#pragma unroll
+          for (int v = 0; v < c_vals; ++v) {
+            const int r = m0 + i * im + c_row(v, g, t), col = n0 + j * in_ + c_col(v, g, t);
+            if (r < m && col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
+          }
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace blasdx_block_gemm
+
+// The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
+// Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
+extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm800_b1b1s32_32x64x256_rcc_t64_8c0dd013(
+    const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
+    long long batch, long long stride_a, long long stride_b, long long stride_c) {
+  using namespace blasdx_block_gemm;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const bool read_c = !blasdx::is_zero(beta);
+  // Start the copies of one item into one stage of shared memory.
+  auto start_loads = [&](long long item, int stage) {
+    unsigned char* base = smem + stage * shared_memory_size;
+    load_a(static_cast<const a_t*>(a) + item * stride_a, reinterpret_cast<a_t*>(base + a_offset));
+    load_b(static_cast<const b_t*>(b) + item * stride_b, reinterpret_cast<b_t*>(base + b_offset));
+    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(base + c_offset));
+    blasdx::copy_commit();
+  };
+  int stage = 0;
+  if (blockIdx.x < batch) start_loads(blockIdx.x, 0);
+  for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
+    blasdx::copy_wait_prior<0>();
+    unsigned char* base = smem + stage * shared_memory_size;
+    a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
+    b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
+    c_t* sc = reinterpret_cast<c_t*>(base + c_offset);
+    execute(alpha, sa, sb, beta, sc);
+    store_c(sc, static_cast<c_t*>(c) + item * stride_c);
+    __syncthreads();  // every thread is done with this stage before it is loaded again
+    if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
+  }
+}
