@@ -110,6 +110,18 @@ def _round_up(x: int, to: int) -> int:
     return -(-x // to) * to
 
 
+def padded_leading_dimension(ld: int, element_size: int) -> int:
+    """``ld`` (in stored elements) grown to an odd number of 16-byte units: rows start
+    16-byte aligned, and eight consecutive rows start in eight different 16-byte bank
+    groups, so the 16-byte pieces a warp's fragment loads (ldmatrix, 32-bit words) take
+    from eight rows never share banks."""
+    step = max(1, 16 // element_size)
+    padded = _round_up(ld, step)
+    if (padded * element_size // 16) % 2 == 0:
+        padded += step
+    return padded
+
+
 class Descriptor:
     """An immutable set of operators describing one block GEMM."""
 
@@ -226,19 +238,14 @@ class Descriptor:
     @property
     def suggested_leading_dimension(self) -> ABC:
         """Tight leading dimensions padded against shared-memory bank conflicts: each is
-        rounded up to a multiple of 16 bytes, then grown by 16 bytes more if a row would be
-        a multiple of 128 bytes (so consecutive rows start in different banks). Packed
-        precisions count values, as their leading dimensions do."""
+        rounded up to an odd multiple of 16 bytes (see ``padded_leading_dimension``).
+        Packed precisions count values, as their leading dimensions do."""
         self._require(Size, "suggested_leading_dimension")
         arr, esize, pack = arrangement_of(self._ops), element_sizes_of(self._ops), packs_of(self._ops)
         out = {}
         for m, (rows, cols) in _extents(self.size_op).items():
             tight = -(-rules.stored_rows(arr[m], rows, cols) // pack[m])  # stored elements
-            step = max(1, 16 // esize[m])
-            ld = _round_up(tight, step)
-            if (ld * esize[m]) % 128 == 0:
-                ld += step
-            out[m] = ld * pack[m]
+            out[m] = padded_leading_dimension(tight, esize[m]) * pack[m]
         return ABC(**out)
 
     @property

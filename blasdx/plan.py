@@ -13,7 +13,7 @@ from dataclasses import asdict, astuple, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from .descriptor import shared_memory_parts_of
+from .descriptor import padded_leading_dimension, shared_memory_parts_of
 from .instructions import Instruction
 from .precision import PRECISIONS, short_code
 from .rules import SHARED_MEMORY_LIMIT_KIB
@@ -236,16 +236,6 @@ def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
     return replace(plan, **mats)
 
 
-def _padded_ld(ld: int, element_size: int) -> int:
-    """``ld`` rounded up to 16 bytes, plus 16 bytes more where a run would be a multiple of
-    128 bytes (so that consecutive runs start in different shared-memory banks)."""
-    step = max(1, 16 // element_size)
-    padded = -(-ld // step) * step
-    if (padded * element_size) % 128 == 0:
-        padded += step
-    return padded
-
-
 @lru_cache(maxsize=1024)
 def kernel_plan(plan: GemmPlan) -> GemmPlan:
     """The plan of the batched kernel behind execute(): its shared-memory copies of A, B and
@@ -254,7 +244,7 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
     ``device_source()`` keeps the descriptor's layout in shared memory."""
     offset, mats = 0, {}
     for x in (plan.a, plan.b, plan.c):
-        smem_ld = _padded_ld(x.ld, x.element_size)
+        smem_ld = padded_leading_dimension(x.ld, x.element_size)
         size = -(-smem_ld * x.outer * x.element_size // 16) * 16
         mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
         offset += size

@@ -125,10 +125,12 @@ def test_leading_dimension_trait_follows_arrangement():
 
 def test_suggested_leading_dimension_pads_against_bank_conflicts():
     desc = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900)
-    # 64 halves = 128 bytes, a multiple of 128: grown by 16 bytes (8 halves)
+    # 64 halves = 128 bytes, 8 units of 16 bytes: grown to 9 units (72 halves)
     assert desc.suggested_leading_dimension == (72, 72, 72)
+    # 32 halves = 64 bytes, 4 units: 5 units, so that 8 rows start in 8 different bank groups
+    assert desc.replace(Size(32, 32, 32)).suggested_leading_dimension == (40, 40, 40)
     odd = Size(30, 31, 33) + Precision("float32") + SM(900)
-    # row-major A: 33 -> 36 (16-byte multiple); col-major B: 33 -> 36; col-major C: 30 -> 32 (128 B) -> 36
+    # row-major A: 33 -> 36 (144 B, 9 units); col-major B: 33 -> 36; col-major C: 30 -> 32 (8 units) -> 36
     assert odd.suggested_leading_dimension == (36, 36, 36)
     for ld, tight in zip(odd.suggested_leading_dimension, odd.leading_dimension):
         assert ld >= tight

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_cf66bdf4
+// blasdx block GEMM blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_7ec3551c
 //   32x32x32, mma_bf16, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = float;  // alpha and beta
 using acc_t = float;  // accumulator
 
 constexpr int m = 32, n = 32, k = 32;
-constexpr int lda = 32, ldb = 32, ldc = 36;  // in shared memory
+constexpr int lda = 40, ldb = 40, ldc = 36;  // in shared memory
 constexpr int global_lda = 32, global_ldb = 32, global_ldc = 32;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 8704;
-constexpr unsigned a_offset = 0, b_offset = 2048, c_offset = 4096;
-constexpr unsigned a_size = 1024, b_size = 1024, c_size = 1152;  // elements
+constexpr unsigned shared_memory_size = 9728;
+constexpr unsigned a_offset = 0, b_offset = 2560, c_offset = 5120;
+constexpr unsigned a_size = 1280, b_size = 1280, c_size = 1152;  // elements
 
 // Element (r, c) of each matrix (row_major A, row_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
@@ -272,10 +272,10 @@ __device__ __forceinline__ int c_index(int r, int c) { return r * ldc + c; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<32, 64, 64, 64, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<32, 64, 64, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<32, 64, 64, 64, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<32, 64, 64, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
   blasdx::copy_runs<32, 128, 128, 144, 4, threads, true>(global, shared, blasdx::thread_rank());
@@ -458,7 +458,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_cf66bdf4(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_7ec3551c(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_936ec00e
+// blasdx block GEMM blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_a6b51be6
 //   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = blasdx::complex<float>;  // alpha and beta
 using acc_t = blasdx::complex<float>;  // accumulator
 
 constexpr int m = 16, n = 16, k = 16;
-constexpr int lda = 16, ldb = 16, ldc = 16;  // in shared memory
+constexpr int lda = 20, ldb = 20, ldc = 20;  // in shared memory
 constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 3072;
-constexpr unsigned a_offset = 0, b_offset = 1024, c_offset = 2048;
-constexpr unsigned a_size = 256, b_size = 256, c_size = 256;  // elements
+constexpr unsigned shared_memory_size = 3840;
+constexpr unsigned a_offset = 0, b_offset = 1280, c_offset = 2560;
+constexpr unsigned a_size = 320, b_size = 320, c_size = 320;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
@@ -272,16 +272,16 @@ __device__ __forceinline__ int c_index(int r, int c) { return r * ldc + c; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<16, 64, 64, 64, 4, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 64, 80, 4, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<16, 64, 64, 64, 4, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 64, 80, 4, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<16, 64, 64, 64, 4, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 64, 80, 4, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<16, 64, 64, 64, 4, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 80, 64, 4, threads, false>(shared, global, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -348,7 +348,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_936ec00e(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_a6b51be6(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

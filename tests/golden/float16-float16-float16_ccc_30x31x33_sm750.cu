@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_4cd00237
+// blasdx block GEMM blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_21e9f389
 //   30x31x33, mma_f16, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = float;  // alpha and beta
 using acc_t = float;  // accumulator
 
 constexpr int m = 30, n = 31, k = 33;
-constexpr int lda = 32, ldb = 40, ldc = 32;  // in shared memory
+constexpr int lda = 40, ldb = 40, ldc = 40;  // in shared memory
 constexpr int global_lda = 30, global_ldb = 33, global_ldc = 30;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 6576;
-constexpr unsigned a_offset = 0, b_offset = 2112, c_offset = 4592;
-constexpr unsigned a_size = 1056, b_size = 1240, c_size = 992;  // elements
+constexpr unsigned shared_memory_size = 7600;
+constexpr unsigned a_offset = 0, b_offset = 2640, c_offset = 5120;
+constexpr unsigned a_size = 1320, b_size = 1240, c_size = 1240;  // elements
 
 // Element (r, c) of each matrix (col_major A, col_major B, col_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r + c * lda; }
@@ -272,16 +272,16 @@ __device__ __forceinline__ int c_index(int r, int c) { return r + c * ldc; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<33, 60, 60, 64, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<33, 60, 60, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
   blasdx::copy_runs<31, 66, 66, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<31, 60, 60, 64, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<31, 60, 60, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<31, 60, 64, 60, 2, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<31, 60, 80, 60, 2, threads, false>(shared, global, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -467,7 +467,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_4cd00237(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_21e9f389(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

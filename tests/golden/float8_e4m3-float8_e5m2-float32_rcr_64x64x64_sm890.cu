@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm890_e4m3e5m2f32_64x64x64_rcr_t128_c5984870
+// blasdx block GEMM blasdx_gemm_sm890_e4m3e5m2f32_64x64x64_rcr_t128_c1e4b0ef
 //   64x64x64, mma_fp8, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 128 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = float;  // alpha and beta
 using acc_t = float;  // accumulator
 
 constexpr int m = 64, n = 64, k = 64;
-constexpr int lda = 64, ldb = 64, ldc = 68;  // in shared memory
+constexpr int lda = 80, ldb = 80, ldc = 68;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
 constexpr unsigned block_dim_x = 128, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 128;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 25600;
-constexpr unsigned a_offset = 0, b_offset = 4096, c_offset = 8192;
-constexpr unsigned a_size = 4096, b_size = 4096, c_size = 4352;  // elements
+constexpr unsigned shared_memory_size = 27648;
+constexpr unsigned a_offset = 0, b_offset = 5120, c_offset = 10240;
+constexpr unsigned a_size = 5120, b_size = 5120, c_size = 4352;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
@@ -272,10 +272,10 @@ __device__ __forceinline__ int c_index(int r, int c) { return r * ldc + c; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<64, 64, 64, 64, 1, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<64, 64, 64, 80, 1, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<64, 64, 64, 64, 1, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<64, 64, 64, 80, 1, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
   blasdx::copy_runs<64, 256, 256, 272, 4, threads, true>(global, shared, blasdx::thread_rank());
@@ -395,7 +395,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm890_e4m3e5m2f32_64x64x64_rcr_t128_c5984870(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm890_e4m3e5m2f32_64x64x64_rcr_t128_c1e4b0ef(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm700_s16s16s64_16x16x16_rrc_t32_19fadd77
+// blasdx block GEMM blasdx_gemm_sm700_s16s16s64_16x16x16_rrc_t32_ec745d7d
 //   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = long long;  // alpha and beta
 using acc_t = long long;  // accumulator
 
 constexpr int m = 16, n = 16, k = 16;
-constexpr int lda = 16, ldb = 16, ldc = 18;  // in shared memory
+constexpr int lda = 24, ldb = 24, ldc = 18;  // in shared memory
 constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 3328;
-constexpr unsigned a_offset = 0, b_offset = 512, c_offset = 1024;
-constexpr unsigned a_size = 256, b_size = 256, c_size = 288;  // elements
+constexpr unsigned shared_memory_size = 3840;
+constexpr unsigned a_offset = 0, b_offset = 768, c_offset = 1536;
+constexpr unsigned a_size = 384, b_size = 384, c_size = 288;  // elements
 
 // Element (r, c) of each matrix (row_major A, row_major B, col_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
@@ -272,10 +272,10 @@ __device__ __forceinline__ int c_index(int r, int c) { return r + c * ldc; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<16, 32, 32, 32, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 32, 48, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<16, 32, 32, 32, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 32, 48, 2, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
   blasdx::copy_runs<16, 128, 128, 144, 8, threads, false>(global, shared, blasdx::thread_rank());
@@ -348,7 +348,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_s16s16s64_16x16x16_rrc_t32_19fadd77(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_s16s16s64_16x16x16_rrc_t32_ec745d7d(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_dc22374e
+// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_74917eb5
 //   64x32x128, mma_i4, 64 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 64 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = int;  // alpha and beta
 using acc_t = int;  // accumulator
 
 constexpr int m = 64, n = 32, k = 128;
-constexpr int lda = 64, ldb = 64, ldc = 36;  // in shared memory
+constexpr int lda = 80, ldb = 80, ldc = 36;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 32;
 constexpr unsigned block_dim_x = 64, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 64;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 15360;
-constexpr unsigned a_offset = 0, b_offset = 4096, c_offset = 6144;
-constexpr unsigned a_size = 4096, b_size = 2048, c_size = 2304;  // elements
+constexpr unsigned shared_memory_size = 16896;
+constexpr unsigned a_offset = 0, b_offset = 5120, c_offset = 7680;
+constexpr unsigned a_size = 5120, b_size = 2560, c_size = 2304;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
@@ -272,10 +272,10 @@ __device__ __forceinline__ int c_index(int r, int c) { return r * ldc + c; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<64, 64, 64, 64, 1, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<64, 64, 64, 80, 1, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<32, 64, 64, 64, 1, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<32, 64, 64, 80, 1, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
   blasdx::copy_runs<64, 128, 128, 144, 4, threads, false>(global, shared, blasdx::thread_rank());
@@ -456,7 +456,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_dc22374e(
+extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_74917eb5(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm800_tf32tf32f32_13x5x7_crc_t32_c6fefe82
+// blasdx block GEMM blasdx_gemm_sm800_tf32tf32f32_13x5x7_crc_t32_137dc4f4
 //   13x5x7, mma_tf32, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = float;  // alpha and beta
 using acc_t = float;  // accumulator
 
 constexpr int m = 13, n = 5, k = 7;
-constexpr int lda = 16, ldb = 8, ldc = 16;  // in shared memory
+constexpr int lda = 20, ldb = 12, ldc = 20;  // in shared memory
 constexpr int global_lda = 13, global_ldb = 5, global_ldc = 13;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 992;
-constexpr unsigned a_offset = 0, b_offset = 448, c_offset = 672;
-constexpr unsigned a_size = 112, b_size = 56, c_size = 80;  // elements
+constexpr unsigned shared_memory_size = 1296;
+constexpr unsigned a_offset = 0, b_offset = 560, c_offset = 896;
+constexpr unsigned a_size = 140, b_size = 84, c_size = 100;  // elements
 
 // Element (r, c) of each matrix (col_major A, row_major B, col_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r + c * lda; }
@@ -272,16 +272,16 @@ __device__ __forceinline__ int c_index(int r, int c) { return r + c * ldc; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<7, 52, 52, 64, 4, threads, true>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<7, 52, 52, 80, 4, threads, true>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<7, 20, 20, 32, 4, threads, true>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<7, 20, 20, 48, 4, threads, true>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<5, 52, 52, 64, 4, threads, true>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<5, 52, 52, 80, 4, threads, true>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<5, 52, 64, 52, 4, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<5, 52, 80, 52, 4, threads, false>(shared, global, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -395,7 +395,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_tf32tf32f32_13x5x7_crc_t32_c6fefe82(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_tf32tf32f32_13x5x7_crc_t32_137dc4f4(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

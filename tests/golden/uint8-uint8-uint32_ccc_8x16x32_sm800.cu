@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_1ce1cf59
+// blasdx block GEMM blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_21c86504
 //   8x16x32, mma_i8, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = unsigned int;  // alpha and beta
 using acc_t = unsigned int;  // accumulator
 
 constexpr int m = 8, n = 16, k = 32;
-constexpr int lda = 16, ldb = 32, ldc = 8;  // in shared memory
+constexpr int lda = 16, ldb = 48, ldc = 12;  // in shared memory
 constexpr int global_lda = 8, global_ldb = 32, global_ldc = 8;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 1536;
-constexpr unsigned a_offset = 0, b_offset = 512, c_offset = 1024;
-constexpr unsigned a_size = 512, b_size = 512, c_size = 128;  // elements
+constexpr unsigned shared_memory_size = 2048;
+constexpr unsigned a_offset = 0, b_offset = 512, c_offset = 1280;
+constexpr unsigned a_size = 512, b_size = 768, c_size = 192;  // elements
 
 // Element (r, c) of each matrix (col_major A, col_major B, col_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r + c * lda; }
@@ -275,13 +275,13 @@ __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
   blasdx::copy_runs<32, 8, 8, 16, 1, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<16, 32, 32, 32, 1, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 32, 48, 1, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<16, 32, 32, 32, 4, threads, true>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 32, 48, 4, threads, true>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<16, 32, 32, 32, 4, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 48, 32, 4, threads, false>(shared, global, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -395,7 +395,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_1ce1cf59(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_21c86504(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
