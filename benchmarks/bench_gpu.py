@@ -32,6 +32,15 @@ CASES = [  # (m, n, k), (a, b, c)
 ]
 
 
+# Where execute() trails cupy.matmul by time with beta = 0.5 (it also reads C): the same
+# GEMMs with beta = 0, moving the same bytes as cupy.matmul.
+BETA_ZERO_CASES = [
+    ((32, 32, 32), ("float32", "float32", "float32")),
+    ((64, 64, 64), ("float32", "float32", "float32")),
+    ((32, 32, 32), ("float64", "float64", "float64")),
+]
+
+
 def time_ms(fn, repeats=20, warmup=3) -> float:
     for _ in range(warmup):
         fn()
@@ -53,32 +62,42 @@ def copy_bandwidth(nbytes: int) -> float:
     return 2 * src.nbytes / ms / 1e6  # GB/s, read + write
 
 
-def batched_case(size, prec, gib: float) -> dict:
+def batched_case(size, prec, gib: float, beta: float = 0.5) -> dict:
+    """execute() on a batch of ``gib`` GiB against cupy.matmul alone and against what a CuPy
+    user writes for the same result (matmul, then c *= beta; c += product). With beta = 0
+    execute() does not read C and moves the same bytes as cupy.matmul."""
     m, n, k = size
     a_p, b_p, c_p = prec
     desc = Size(m, n, k) + Precision(a_p, b_p, c_p) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
     isz = {"float16": 2, "float32": 4, "float64": 8}
-    per_item = m * k * isz[a_p] + k * n * isz[b_p] + 2 * m * n * isz[c_p]
+    per_item = m * k * isz[a_p] + k * n * isz[b_p] + (2 if beta else 1) * m * n * isz[c_p]
     batch = max(1, int(gib * 2**30) // per_item)
     a = cupy.random.standard_normal((batch, m, k), dtype=np.float32).astype(a_p)
     b = cupy.random.standard_normal((batch, k, n), dtype=np.float32).astype(b_p)
     c = cupy.random.standard_normal((batch, m, n), dtype=np.float32).astype(c_p)
     c0 = c.copy()
-    desc.execute(a, b, c, alpha=1.0, beta=0.5)
-    ref = cupy.matmul(a[:256].astype(np.float64), b[:256].astype(np.float64)) + 0.5 * c0[:256].astype(np.float64)
+    desc.execute(a, b, c, alpha=1.0, beta=beta)
+    ref = cupy.matmul(a[:256].astype(np.float64), b[:256].astype(np.float64)) + beta * c0[:256].astype(np.float64)
     err = float(cupy.linalg.norm(c[:256].astype(np.float64) - ref) / cupy.linalg.norm(ref))
     bound = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[c_p if c_p != "float32" or a_p == "float32" else "float16"]
     assert err < bound, (size, prec, err)
-    ms = time_ms(lambda: desc.execute(a, b, c, alpha=1.0, beta=0.5))
+    ms = time_ms(lambda: desc.execute(a, b, c, alpha=1.0, beta=beta))
     gbs = per_item * batch / ms / 1e6
-    mm = None
+    mm = mm_ms = same_ms = None
     if a_p == b_p == c_p:
         out = cupy.empty_like(c)
         mm_ms = time_ms(lambda: cupy.matmul(a, b, out=out))
         mm = (m * k * isz[a_p] + k * n * isz[b_p] + m * n * isz[c_p]) * batch / mm_ms / 1e6
-        mm_time = mm_ms
-    return {"case": f"{m}x{n}x{k} {a_p[:1]}{isz[a_p]*8}->{c_p[:1]}{isz[c_p]*8}", "batch": batch, "ms": ms,
-            "GB/s": gbs, "matmul GB/s": mm, "matmul ms": mm_time if mm else None, "rel err": err,
+
+        def cupy_same():
+            cupy.matmul(a, b, out=out)
+            if beta:
+                c.__imul__(beta)
+                c.__iadd__(out)
+        same_ms = time_ms(cupy_same) if beta else mm_ms
+    return {"case": f"{m}x{n}x{k} {a_p[:1]}{isz[a_p]*8}->{c_p[:1]}{isz[c_p]*8}" + ("" if beta else " b=0"),
+            "batch": batch, "ms": ms, "beta": beta,
+            "GB/s": gbs, "matmul GB/s": mm, "matmul ms": mm_ms, "cupy same ms": same_ms, "rel err": err,
             "kernel": desc.plan.kernel_name}
 
 
@@ -301,6 +320,7 @@ def main() -> None:
     device = props["name"].decode()
     copy = copy_bandwidth(int(args.gib * 2**30))
     rows = [batched_case(size, prec, args.gib) for size, prec in CASES]
+    rows += [batched_case(size, prec, args.gib, beta=0.0) for size, prec in BETA_ZERO_CASES]
     fused = fusion_cases(args.gib)
     blocks = [block_gemm_case(*case) for case in BLOCK_CASES]
     packed = packed_cases(args.gib)
@@ -314,12 +334,13 @@ def main() -> None:
             json.dump(result, f, indent=1)
     print(f"\n{device}, {result['date']}, blasdx {blasdx.__version__}, cupy {cupy.__version__}")
     print(f"device-to-device copy: {copy:.0f} GB/s (read + write)")
-    print(f"{'case':22} {'batch':>8} {'GB/s':>7} {'of copy':>8} {'matmul':>8} {'vs matmul':>9}")
+    print(f"{'case':26} {'batch':>7} {'GB/s':>6} {'of copy':>7} {'matmul':>7} {'vs matmul':>9} {'vs cupy same':>12}")
     for r in rows:
         mm = r["matmul GB/s"]
-        vs = f"{r['ms'] and (r['matmul ms'] / r['ms']):8.2f}x" if mm else "      -"
-        print(f"{r['case']:22} {r['batch']:8d} {r['GB/s']:7.0f} {r['GB/s'] / copy:8.0%} "
-              f"{(f'{mm:8.0f}' if mm else '       -')} {vs:>9}")
+        vs = f"{r['matmul ms'] / r['ms']:8.2f}x" if mm else "      -"
+        same = f"{r['cupy same ms'] / r['ms']:11.2f}x" if mm else "          -"
+        print(f"{r['case']:26} {r['batch']:7d} {r['GB/s']:6.0f} {r['GB/s'] / copy:7.0%} "
+              f"{(f'{mm:7.0f}' if mm else '      -')} {vs:>9} {same:>12}")
     for r in fused:
         print(f"fused {r['case']:24} batch {r['batch']:7d}: {r['ms']:.3f} ms, cupy chain {r['cupy ms']:.3f} ms, "
               f"{r['cupy ms'] / r['ms']:.2f}x")

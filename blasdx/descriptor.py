@@ -122,6 +122,20 @@ def padded_leading_dimension(ld: int, element_size: int) -> int:
     return padded
 
 
+_execute: Any = None
+
+
+def _runtime_execute() -> Any:
+    """blasdx.runtime.execute, imported on first use (a relative import inside execute()
+    would cost a microsecond or two on every call)."""
+    global _execute
+    if _execute is None:
+        from .runtime import execute
+
+        _execute = execute
+    return _execute
+
+
 class Descriptor:
     """An immutable set of operators describing one block GEMM."""
 
@@ -388,8 +402,7 @@ class Descriptor:
         ``bias`` is an array with C's dtype that broadcasts to C's shape as in NumPy."""
         if "plan" not in self.__dict__:  # planned once; later calls skip the checks
             self._require_executable("execute")
-        from .runtime import execute
-
+        execute = _runtime_execute()
         if (bias is None and prologue is None and epilogue is None and a_load is None
                 and b_load is None and c_load is None and c_store is None):
             return execute(self.plan, a, b, c, alpha, beta, stream=stream)

@@ -10,7 +10,7 @@ same shapes, strides, dtypes, devices and pointer alignment only checks for over
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -162,6 +162,15 @@ class BoundLaunch:
     fixed_args: tuple  # batch and the three batch strides
     spans: tuple[int, int, int]  # bytes each operand covers, for the per-call overlap check
     real_scalar: Any  # NumPy type for a Python float/int alpha or beta, None to check fully
+    # Python alpha/beta values already converted to real_scalar (NumPy scalars cost ~0.5 us
+    # each to make), at most _MAX_SCALARS of them.
+    scalars: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def launch(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> None:
+        """Launch on CuPy arrays, which the kernel call passes as their data pointers."""
+        k = self.kernel
+        k.function((self.grid, 1, 1), k.compiled.block_dim, (a, b, c, alpha, beta, *self.fixed_args),
+                   shared_mem=k.compiled.shared_memory_size, stream=stream)
 
     def overlaps(self, pa: int, pb: int, pc: int) -> bool:
         sa, sb, sc = self.spans
@@ -197,9 +206,17 @@ def _bind(plan: GemmPlan, fusion: Fusion, va: Any, vb: Any, vc: Any) -> BoundLau
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes), real_scalar=real)
 
 
+_MAX_SCALARS = 64
+
+
 def _scalar(value: Any, bound: BoundLaunch, plan: GemmPlan, name: str) -> Any:
     if bound.real_scalar is not None and type(value) in (float, int):
-        return bound.real_scalar(value)
+        converted = bound.scalars.get(value)
+        if converted is None:
+            converted = bound.real_scalar(value)
+            if len(bound.scalars) < _MAX_SCALARS:
+                bound.scalars[value] = converted
+        return converted
     return scalar(value, plan, name)
 
 
@@ -213,9 +230,8 @@ def execute(plan: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, st
         if bound.overlaps(pa, pb, pc):
             check_operands(plan, a, b, c)  # raises the overlap error with its message
         if bound.grid:
-            args = (np.uint64(pa), np.uint64(pb), np.uint64(pc), _scalar(alpha, bound, plan, "alpha"),
-                    _scalar(beta, bound, plan, "beta"), *bound.fixed_args)
-            bound.kernel.launch(bound.grid, args, _stream_of(stream, cupy))
+            bound.launch(a, b, c, _scalar(alpha, bound, plan, "alpha"), _scalar(beta, bound, plan, "beta"),
+                         _stream_of(stream, cupy))
         return c
     va, vb, vc = check_operands(plan, a, b, c)
     extra: tuple = ()

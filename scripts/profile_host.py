@@ -1,0 +1,64 @@
+"""Where execute()'s host time goes, piece by piece, on a tiny batch (run on a GPU)."""
+
+from __future__ import annotations
+
+import time
+
+import cupy
+import numpy as np
+
+from blasdx import SM, Arrangement, Block, Precision, Size, runtime
+
+
+def per_call(fn, n=5000) -> float:
+    for _ in range(300):
+        fn()
+    cupy.cuda.Device().synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    cupy.cuda.Device().synchronize()
+    return (time.perf_counter() - t) / n * 1e6
+
+
+def main() -> None:
+    desc = Size(16, 16, 16) + Precision("float32") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+    a = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
+    b = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
+    c = cupy.zeros((2, 16, 16), dtype=np.float32)
+    desc.execute(a, b, c)
+    plan = desc.plan
+    kernel = desc.compile()
+    fusion = runtime.NO_FUSION
+    key = runtime._signature(cupy, plan, fusion, a, b, c)
+    bound = runtime._bound[key]
+    stream = cupy.cuda.get_current_stream()
+    args = (np.uint64(a.data.ptr), np.uint64(b.data.ptr), np.uint64(c.data.ptr), np.float32(1), np.float32(0),
+            *bound.fixed_args)
+    rows = {
+        "descriptor.execute": lambda: desc.execute(a, b, c),
+        "runtime.execute": lambda: runtime.execute(plan, a, b, c, 1, 0),
+        "bare launch": lambda: kernel.function((2, 1, 1), kernel.compiled.block_dim, args,
+                                               shared_mem=kernel.compiled.shared_memory_size, stream=stream),
+        "bare launch, int pointers": lambda: kernel.function(
+            (2, 1, 1), kernel.compiled.block_dim, (a.data.ptr, b.data.ptr, c.data.ptr, np.float32(1), np.float32(0),
+                                                   *bound.fixed_args),
+            shared_mem=kernel.compiled.shared_memory_size, stream=stream),
+        "bare launch, arrays": lambda: kernel.function(
+            (2, 1, 1), kernel.compiled.block_dim, (a, b, c, np.float32(1), np.float32(0), *bound.fixed_args),
+            shared_mem=kernel.compiled.shared_memory_size, stream=stream),
+        "_signature": lambda: runtime._signature(cupy, plan, fusion, a, b, c),
+        "signature + lookup": lambda: runtime._bound.get(runtime._signature(cupy, plan, fusion, a, b, c)),
+        "getDevice": lambda: cupy.cuda.runtime.getDevice(),
+        "get_current_stream": lambda: cupy.cuda.get_current_stream(),
+        "3 uint64 + 2 float32": lambda: (np.uint64(1), np.uint64(2), np.uint64(3), np.float32(1.0), np.float32(0.0)),
+        "a.shape a.strides a.dtype": lambda: (a.shape, a.strides, a.dtype),
+        "a.data.ptr": lambda: a.data.ptr,
+        "import in function": lambda: __import__("blasdx.runtime"),
+    }
+    for name, fn in rows.items():
+        print(f"{name:30} {per_call(fn):7.2f} us")
+
+
+if __name__ == "__main__":
+    main()
