@@ -187,15 +187,17 @@ def test_bound_launch_reuses_checks_but_still_catches_overlap_and_new_alignment(
     assert relative_error(c2.result(), np.matmul(a2.values, b2.values)) < 2e-3
 
 
-@pytest.mark.parametrize("offset", [0, 2], ids=["aligned", "2-byte-offset"])
-def test_device_function_with_shared_memory_not_16_byte_aligned(offset):
-    """ldmatrix needs 16-byte aligned matrices; other pointers take the element-wise loads."""
+@pytest.mark.parametrize("precision,offset", [("float16", 0), ("float16", 2), ("float32", 0), ("float32", 4)],
+                         ids=["f16-aligned", "f16-2-byte-offset", "f32-aligned", "f32-4-byte-offset"])
+def test_device_function_with_shared_memory_not_16_byte_aligned(precision, offset):
+    """ldmatrix (f16) and the 16-byte FMA loads (f32) need 16-byte aligned matrices; other
+    pointers take the element-wise loads."""
     import cupy
 
-    gemm = Size(32, 32, 32) + Precision("float16", "float16", "float32") \
+    gemm = Size(32, 32, 32) + Precision(precision, precision, "float32") \
         + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
     source = gemm.device_source("g") + r'''
-extern "C" __global__ void offset_gemm(const __half* a, const __half* b, float* c, int offset) {
+extern "C" __global__ void offset_gemm(const g::a_t* a, const g::b_t* b, float* c, int offset) {
   extern __shared__ __align__(16) unsigned char smem[];
   auto* sa = reinterpret_cast<g::a_t*>(smem + offset);
   auto* sb = reinterpret_cast<g::b_t*>(smem + offset + g::b_offset);
@@ -209,10 +211,10 @@ extern "C" __global__ void offset_gemm(const __half* a, const __half* b, float* 
 '''
     kernel = blasdx.compile_kernel(source, "offset_gemm")
     rng = np.random.default_rng(4)
-    a = rng.standard_normal((32, 32)).astype(np.float16)
-    b = rng.standard_normal((32, 32)).astype(np.float16)
+    a = rng.standard_normal((32, 32)).astype(precision)
+    b = rng.standard_normal((32, 32)).astype(precision)
     c = cupy.full((32, 32), np.nan, dtype=np.float32)
     b_col = cupy.asarray(np.ascontiguousarray(b.T))  # column-major B: columns stored contiguously
     kernel(1, gemm.block_dim, (cupy.asarray(a), b_col, c, np.int32(offset)),
            shared_mem=gemm.shared_memory_size + 32)
-    assert relative_error(c.get(), a.astype(np.float64) @ b) < 1e-3
+    assert relative_error(c.get(), a.astype(np.float64) @ b) < (1e-3 if precision == "float16" else 1e-5)

@@ -307,6 +307,7 @@ template <class Op> __device__ __forceinline__ acc_t load_b(const b_t* sb, int r
   return (blasdx::convert<acc_t>(blasdx::apply_load(op, sb[b_index(r, c)])));
 }
 
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
@@ -323,7 +324,8 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
       for (int i = 0; i < tile_m; ++i)
 #pragma unroll
         for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::zero<acc_t>();
-      for (int kk = 0; kk < k; ++kk) {
+      int kk = 0;
+      for (; kk < k; ++kk) {
         acc_t av[tile_m], bv[tile_n];
 #pragma unroll
         for (int i = 0; i < tile_m; ++i) av[i] = (m0 + i < m) ? load_a(sa, m0 + i, kk, a_load) : blasdx::zero<acc_t>();
