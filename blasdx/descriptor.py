@@ -110,16 +110,22 @@ def _round_up(x: int, to: int) -> int:
     return -(-x // to) * to
 
 
-def padded_leading_dimension(ld: int, element_size: int) -> int:
-    """``ld`` (in stored elements) grown to an odd number of 16-byte units: rows start
-    16-byte aligned, and eight consecutive rows start in eight different 16-byte bank
-    groups, so the 16-byte pieces a warp's fragment loads (ldmatrix, 32-bit words) take
-    from eight rows never share banks."""
-    step = max(1, 16 // element_size)
+def padded_leading_dimension(ld: int, element_size: int, unit: int = 16) -> int:
+    """``ld`` (in stored elements) grown to an odd number of ``unit``-byte pieces, so that
+    consecutive rows start in different bank groups: with 16-byte units, eight rows'
+    16-byte pieces (ldmatrix, 32-bit fragment words) never share banks; with 32-byte
+    units, neither do four rows' 32-byte pieces (the double fragments of mma m8n8k4,
+    read half a warp at a time)."""
+    step = max(1, unit // element_size)
     padded = _round_up(ld, step)
-    if (padded * element_size // 16) % 2 == 0:
+    if (padded * element_size // unit) % 2 == 0:
         padded += step
     return padded
+
+
+def padding_unit_of(instruction: Instruction) -> int:
+    """Bytes per piece that a warp's fragment load takes from one row (see above)."""
+    return 32 if instruction.name == "mma_f64" else 16
 
 
 _execute: Any = None
@@ -252,14 +258,16 @@ class Descriptor:
     @property
     def suggested_leading_dimension(self) -> ABC:
         """Tight leading dimensions padded against shared-memory bank conflicts: each is
-        rounded up to an odd multiple of 16 bytes (see ``padded_leading_dimension``).
+        rounded up to an odd multiple of 16 bytes (32 for float64 tensor cores; see
+        ``padded_leading_dimension``).
         Packed precisions count values, as their leading dimensions do."""
         self._require(Size, "suggested_leading_dimension")
         arr, esize, pack = arrangement_of(self._ops), element_sizes_of(self._ops), packs_of(self._ops)
+        unit = padding_unit_of(self.instruction) if "SM" in self._ops else 16
         out = {}
         for m, (rows, cols) in _extents(self.size_op).items():
             tight = -(-rules.stored_rows(arr[m], rows, cols) // pack[m])  # stored elements
-            out[m] = padded_leading_dimension(tight, esize[m]) * pack[m]
+            out[m] = padded_leading_dimension(tight, esize[m], unit) * pack[m]
         return ABC(**out)
 
     @property

@@ -13,7 +13,7 @@ from dataclasses import asdict, astuple, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from .descriptor import padded_leading_dimension, shared_memory_parts_of
+from .descriptor import padded_leading_dimension, padding_unit_of, shared_memory_parts_of
 from .instructions import Instruction
 from .precision import PRECISIONS, short_code
 from .rules import SHARED_MEMORY_LIMIT_KIB
@@ -213,11 +213,12 @@ def make_plan(desc: Descriptor) -> GemmPlan:
 
 def _pipeline_stages(sm: int, shared_memory_size: int, tensor_cores: bool) -> int:
     """Two stages (the next item's cp.async copies overlap this item's GEMM) for the FMA
-    path, whose GEMM is long next to its copies, where cp.async exists and twice the shared
-    memory fits the SM's limit. The short tensor-core GEMMs gain more from the extra
-    resident blocks that one stage leaves room for (benchmarks/ablate_stages.py, H200:
-    f16 128x128x64 76% of copy bandwidth with one stage, 61% with two; f32 64^3 55% vs 58%)."""
-    if sm >= 800 and not tensor_cores and 2 * shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[sm] * 1024:
+    path, whose GEMM is long next to its copies, where cp.async exists and two stages still
+    leave room for four resident blocks per SM. Otherwise the extra resident blocks of one
+    stage hide more (benchmarks/ablate_stages.py, H200: f16 128x128x64 80% of copy
+    bandwidth with one stage, 63% with two; f32 32^3 87% vs 89%; f32 64^3, whose two
+    stages of 52 KiB leave room for two blocks, 66% vs 62%)."""
+    if sm >= 800 and not tensor_cores and 4 * 2 * shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[sm] * 1024:
         return 2
     return 1
 
@@ -244,7 +245,7 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
     ``device_source()`` keeps the descriptor's layout in shared memory."""
     offset, mats = 0, {}
     for x in (plan.a, plan.b, plan.c):
-        smem_ld = padded_leading_dimension(x.ld, x.element_size)
+        smem_ld = padded_leading_dimension(x.ld, x.element_size, padding_unit_of(plan.instruction))
         size = -(-smem_ld * x.outer * x.element_size // 16) * 16
         mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
         offset += size

@@ -129,6 +129,11 @@ def test_suggested_leading_dimension_pads_against_bank_conflicts():
     assert desc.suggested_leading_dimension == (72, 72, 72)
     # 32 halves = 64 bytes, 4 units: 5 units, so that 8 rows start in 8 different bank groups
     assert desc.replace(Size(32, 32, 32)).suggested_leading_dimension == (40, 40, 40)
+    # float64 tensor cores read 32 bytes of a row per half warp: odd multiples of 32 bytes
+    f64 = Size(32, 32, 32) + Precision("float64") + SM(900)
+    assert f64.instruction.name == "mma_f64"
+    assert f64.suggested_leading_dimension == (36, 36, 36)  # 256 B -> 288 B (9 x 32)
+    assert f64.replace(SM(750)).suggested_leading_dimension == (34, 34, 34)  # FMA: 16-byte units
     odd = Size(30, 31, 33) + Precision("float32") + SM(900)
     # row-major A: 33 -> 36 (144 B, 9 units); col-major B: 33 -> 36; col-major C: 30 -> 32 (8 units) -> 36
     assert odd.suggested_leading_dimension == (36, 36, 36)

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_4e313531
+// blasdx block GEMM blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_c7fa74cf
 //   16x16x16, mma_f64, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = double;  // alpha and beta
 using acc_t = double;  // accumulator
 
 constexpr int m = 16, n = 16, k = 16;
-constexpr int lda = 18, ldb = 18, ldc = 18;  // in shared memory
+constexpr int lda = 20, ldb = 20, ldc = 20;  // in shared memory
 constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 6912;
-constexpr unsigned a_offset = 0, b_offset = 2304, c_offset = 4608;
-constexpr unsigned a_size = 288, b_size = 288, c_size = 288;  // elements
+constexpr unsigned shared_memory_size = 7680;
+constexpr unsigned a_offset = 0, b_offset = 2560, c_offset = 5120;
+constexpr unsigned a_size = 320, b_size = 320, c_size = 320;  // elements
 
 // Element (r, c) of each matrix (col_major A, col_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r + c * lda; }
@@ -272,16 +272,16 @@ __device__ __forceinline__ int c_index(int r, int c) { return r * ldc + c; }
 // Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
 // using the data. store_c writes only the m x n elements, never leading-dimension padding.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<16, 128, 128, 144, 8, threads, true>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 128, 128, 160, 8, threads, true>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<16, 128, 128, 144, 8, threads, true>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 128, 128, 160, 8, threads, true>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<16, 128, 128, 144, 8, threads, true>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 128, 128, 160, 8, threads, true>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<16, 128, 144, 128, 8, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<16, 128, 160, 128, 8, threads, false>(shared, global, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -374,7 +374,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_4e313531(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_c7fa74cf(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
