@@ -284,6 +284,18 @@ def _packed_block(prec, repeats=200) -> dict:
     return {"block TOPS": 2 * m * n * k * repeats * grid / ms / 1e9, "threads": desc.max_threads_per_block}
 
 
+def per_call(fn, n=3000) -> float:
+    """Host microseconds per call of ``fn`` (after warm-up, with the device drained)."""
+    for _ in range(200):
+        fn()
+    cupy.cuda.Device().synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    cupy.cuda.Device().synchronize()
+    return (time.perf_counter() - t) / n * 1e6
+
+
 def host_overhead() -> dict:
     desc = Size(16, 16, 16) + Precision("float32") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
     a = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
@@ -294,16 +306,6 @@ def host_overhead() -> dict:
     args = (np.uint64(a.data.ptr), np.uint64(b.data.ptr), np.uint64(c.data.ptr), np.float32(1), np.float32(0),
             np.int64(2), np.int64(256), np.int64(256), np.int64(256))
     stream = cupy.cuda.get_current_stream()
-
-    def per_call(fn, n=3000):
-        for _ in range(200):
-            fn()
-        cupy.cuda.Device().synchronize()
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        cupy.cuda.Device().synchronize()
-        return (time.perf_counter() - t) / n * 1e6
 
     bare = per_call(lambda: kernel.function((2, 1, 1), kernel.compiled.block_dim, args,
                                             shared_mem=kernel.compiled.shared_memory_size, stream=stream))

@@ -1,24 +1,15 @@
-"""Where execute()'s host time goes, piece by piece, on a tiny batch (run on a GPU)."""
+"""Where execute()'s host time goes, piece by piece, on a tiny batch (run on a GPU):
+
+    cd benchmarks && python profile_host.py
+"""
 
 from __future__ import annotations
 
-import time
-
 import cupy
 import numpy as np
+from bench_gpu import per_call
 
 from blasdx import SM, Arrangement, Block, Precision, Size, runtime
-
-
-def per_call(fn, n=5000) -> float:
-    for _ in range(300):
-        fn()
-    cupy.cuda.Device().synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    cupy.cuda.Device().synchronize()
-    return (time.perf_counter() - t) / n * 1e6
 
 
 def main() -> None:
