@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import cupy
 import numpy as np
-from bench_gpu import per_call
+from bench_gpu import per_call, tiny_case
 
-from blasdx import SM, Arrangement, Block, Precision, Size, runtime
+from blasdx import runtime
 
 
 def main() -> None:
-    desc = Size(16, 16, 16) + Precision("float32") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
-    a = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
-    b = cupy.random.standard_normal((2, 16, 16), dtype=np.float32)
-    c = cupy.zeros((2, 16, 16), dtype=np.float32)
-    desc.execute(a, b, c)
+    desc, a, b, c = tiny_case()
     plan = desc.plan
     kernel = desc.compile()
     fusion = runtime.NO_FUSION
