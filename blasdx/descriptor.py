@@ -303,10 +303,13 @@ class Descriptor:
 
     @property
     def suggested_block_dim(self) -> XYZ:
-        """One warp per 32 x 32 outputs (tensor cores) or per 16 x 32 outputs (FMA),
-        rounded up to whole warps, between 32 and 256 threads: ``(threads, 1, 1)``."""
+        """One warp per 32 x 32 outputs (tensor cores; float32 FMA with 4096 outputs or
+        more, where each thread computes an 8x4 micro-tile) or per 16 x 32 outputs (the other
+        FMA GEMMs), rounded up to whole warps, between 32 and 256 threads: ``(threads, 1, 1)``."""
         m, n, _ = self.size
-        per_thread = 32 if self.instruction.is_mma else 16
+        large_float = (not self.is_complex and tuple(self.precision) == ("float32",) * 3
+                       and m % 8 == 0 and n % 4 == 0 and m * n >= 4096)
+        per_thread = 32 if self.instruction.is_mma or large_float else 16
         threads = _round_up(math.ceil(m * n / per_thread), 32)
         return XYZ(min(256, max(32, threads)), 1, 1)
 

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 # Accumulator registers one warp may hold for its output tile.
 MAX_WARP_ACCUMULATOR_REGS = 64
-# Outputs one thread accumulates at a time on the FMA path.
-FMA_MICRO_TILE = {1: (4, 4), 2: (2, 2)}  # by "complexity": 1 real, 2 complex or 64-bit
+# Outputs one thread accumulates at a time on the FMA path: 2x2 for complex and 64-bit
+# accumulators, 4x4 for the rest, and 8x4 for float where each thread has 32 outputs or
+# more to compute and m is a multiple of 8 (see _fma_micro_tile).
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,17 @@ class GemmPlan:
     tile_n: int
     tiles_m: int
     tiles_n: int
+    # FMA: a micro-tile's rows come in groups of group_m rows m / (tile_m / group_m) apart,
+    # its columns likewise (group_m = tile_m: one block of rows). Equal to the tile on mma.
+    group_m: int
+    group_n: int
     shared_memory_size: int  # of one block GEMM (the descriptor's trait)
     use_cp_async: bool
     pipeline_stages: int  # items in flight per block in the batched kernel (1 or 2)
     bit_op: str  # "xor" or "and" for binary GEMMs, else ""
+    # The batched kernel's FMA path keeps C in registers, between global memory and the
+    # products, not in shared memory (see kernel_plan). False for the device function.
+    c_in_registers: bool = False
 
     @cached_property
     def _hash(self) -> int:
@@ -191,11 +199,10 @@ def make_plan(desc: Descriptor) -> GemmPlan:
         acc_regs = 4  # every instruction here keeps 4 accumulator registers per tile
         pm, pn = _warp_tile(instr, m, n, warps, acc_regs)
         tile_m, tile_n = pm * instr.m, pn * instr.n
+        group_m, group_n = tile_m, tile_n
     else:
         mma_acc = ""
-        wide = desc.is_complex or acc in ("double", "long long", "unsigned long long")
-        tile_m, tile_n = FMA_MICRO_TILE[2 if wide else 1]
-        tile_m, tile_n = min(tile_m, m), min(tile_n, n)
+        tile_m, tile_n, group_m, group_n = _fma_micro_tile(desc, acc, threads)
     return GemmPlan(
         sm=desc.sm, m=m, n=n, k=k, is_complex=desc.is_complex,
         a=mats["a"], b=mats["b"], c=mats["c"],
@@ -203,12 +210,28 @@ def make_plan(desc: Descriptor) -> GemmPlan:
         acc_type=acc, scalar_type=scalar, scalar_precision=scalar_precision,
         mma_acc_type=mma_acc, block_dim=(bx, by, bz), threads=threads, warps=warps,
         tile_m=tile_m, tile_n=tile_n,
-        tiles_m=math.ceil(m / tile_m), tiles_n=math.ceil(n / tile_n),
+        tiles_m=math.ceil(m / tile_m), tiles_n=math.ceil(n / tile_n), group_m=group_m, group_n=group_n,
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= 800,
         pipeline_stages=_pipeline_stages(desc.sm, sum(smem.values()), instr.is_mma),
         bit_op=desc.bit_op or "",
     )
+
+
+def _fma_micro_tile(desc: Descriptor, acc: str, threads: int) -> tuple[int, int, int, int]:
+    """(tile_m, tile_n, group_m, group_n) of the FMA path. A float 8x4 micro-tile (two
+    groups of four rows, m / 2 apart: whole 8-row blocks would put the two rows of a warp's
+    A load in the same banks) moves 12 16-byte shared-memory loads per 128 FMA where 4x4
+    moves 8 per 64; benchmarks/ablate_fma.py measures both."""
+    m, n, _ = desc.size
+    if desc.is_complex or acc in ("double", "long long", "unsigned long long"):
+        tile_m, tile_n = min(2, m), min(2, n)
+        return tile_m, tile_n, tile_m, tile_n
+    floats = acc == "float" and desc.precision.a == desc.precision.b == "float32"
+    if floats and m % 8 == 0 and n % 4 == 0 and m * n >= 32 * threads:
+        return 8, 4, 4, 4
+    tile_m, tile_n = min(4, m), min(4, n)
+    return tile_m, tile_n, tile_m, tile_n
 
 
 def _pipeline_stages(sm: int, shared_memory_size: int, tensor_cores: bool) -> int:
@@ -237,22 +260,42 @@ def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
     return replace(plan, **mats)
 
 
+def _keeps_c_in_registers(plan: GemmPlan) -> bool:
+    """The batched kernel's FMA path holds C in registers (see kernel_plan) where a warp's
+    micro-tiles run along C's contiguous dimension (along n for row-major A, along m for
+    column-major A: the order that suits A's and B's shared-memory loads), so that its
+    global accesses to C coalesce."""
+    return not plan.instruction.is_mma and plan.a.layout == plan.c.layout
+
+
 @lru_cache(maxsize=1024)
 def kernel_plan(plan: GemmPlan) -> GemmPlan:
-    """The plan of the batched kernel behind execute(): its shared-memory copies of A, B and
-    C have padded leading dimensions (global memory keeps the descriptor's), unless the
-    padding would not fit the SM's shared-memory limit. The device function of
-    ``device_source()`` keeps the descriptor's layout in shared memory."""
-    offset, mats = 0, {}
-    for x in (plan.a, plan.b, plan.c):
-        smem_ld = padded_leading_dimension(x.ld, x.element_size, padding_unit_of(plan.instruction))
-        size = -(-smem_ld * x.outer * x.element_size // 16) * 16
-        mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
-        offset += size
-    if offset > SHARED_MEMORY_LIMIT_KIB[plan.sm] * 1024 or offset == plan.shared_memory_size:
+    """The plan of the batched kernel behind execute(). Its shared-memory copies of A, B
+    and C have padded leading dimensions (global memory keeps the descriptor's), unless the
+    padding would not fit the SM's shared-memory limit. On the FMA path C skips shared
+    memory: each thread reads its micro-tile of C into registers while it computes and
+    writes the result straight back, which leaves room for two stages of A and B. The
+    device function of ``device_source()`` keeps the descriptor's layout in shared memory."""
+    c_in_registers = _keeps_c_in_registers(plan)
+
+    def layout(pad: bool) -> tuple[dict[str, MatrixPlan], int]:
+        offset, mats = 0, {}
+        for x in (plan.a, plan.b, plan.c):
+            smem_ld = padded_leading_dimension(x.ld, x.element_size, padding_unit_of(plan.instruction)) if pad else x.ld
+            size = -(-smem_ld * x.outer * x.element_size // 16) * 16
+            if x.name == "c" and c_in_registers:
+                smem_ld, size = x.ld, 0
+            mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
+            offset += size
+        return mats, offset
+
+    mats, size = layout(pad=True)
+    if size > SHARED_MEMORY_LIMIT_KIB[plan.sm] * 1024:
+        mats, size = layout(pad=False)
+    if not c_in_registers and size == plan.shared_memory_size:
         return plan
-    return replace(plan, **mats, shared_memory_size=offset,
-                   pipeline_stages=_pipeline_stages(plan.sm, offset, plan.instruction.is_mma))
+    return replace(plan, **mats, shared_memory_size=size, c_in_registers=c_in_registers,
+                   pipeline_stages=_pipeline_stages(plan.sm, size, plan.instruction.is_mma))
 
 
 def explain(desc: Descriptor) -> str:
@@ -277,9 +320,13 @@ def explain(desc: Descriptor) -> str:
             f"A/B fragments reused across it); {p.tiles} tiles over {p.warps} warps{pad}"
         )
     else:
+        groups = "".join(
+            f"; its {name} in {tile // group} groups of {group}, {extent // (tile // group)} apart"
+            for name, tile, group, extent in (("rows", p.tile_m, p.group_m, m), ("columns", p.tile_n, p.group_n, n))
+            if group != tile)
         lines.append(
             f"thread tiling: each of {p.threads} threads accumulates {p.tile_m}x{p.tile_n} outputs "
-            f"in {p.acc_type}; {p.tiles} micro-tiles over {p.threads} threads"
+            f"in {p.acc_type}{groups}; {p.tiles} micro-tiles over {p.threads} threads"
         )
     lines.append(f"threads: block_dim {p.block_dim} = {p.threads}"
                  + ("" if p.block_dim == tuple(desc.suggested_block_dim)
@@ -298,10 +345,14 @@ def explain(desc: Descriptor) -> str:
         )
     lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
     k = kernel_plan(p)
-    lds = ", ".join(f"{x.name.upper()} {x.smem_ld}" for x in (k.a, k.b, k.c))
+    in_smem = (k.a, k.b) if k.c_in_registers else (k.a, k.b, k.c)
+    lds = ", ".join(f"{x.name.upper()} {x.smem_ld}" for x in in_smem)
+    padded = any(x.smem_ld != x.ld for x in in_smem)
     lines.append(
         f"execute(): shared-memory leading dimensions {lds}"
-        + (" (padded against bank conflicts)" if k is not p else "") + "; "
+        + (" (padded against bank conflicts)" if padded else "") + "; "
+        + ("C read into and written from registers by each thread, not staged in shared memory; "
+           if k.c_in_registers else "")
         + ("two items in flight per block (the next item's copies overlap this GEMM)"
            if k.pipeline_stages == 2 else "one item at a time per block")
         + f"; {k.kernel_shared_memory_size} bytes of shared memory")

@@ -70,6 +70,7 @@ def _context(plan: GemmPlan, name: str) -> dict:
         "instr": instr.name,
         "tile_m": plan.tile_m, "tile_n": plan.tile_n,
         "tiles_m": plan.tiles_m, "tiles_n": plan.tiles_n, "tiles": plan.tiles,
+        "group_m": plan.group_m, "group_n": plan.group_n,
         # 16-bit tensor-core operands (not complex: complex runs on FMA) load with ldmatrix.
         "ldmatrix": instr.name in ("mma_f16", "mma_bf16"),
         # int4/uint4/binary: fragments are 32-bit words of k, loaded whole.
@@ -77,9 +78,14 @@ def _context(plan: GemmPlan, name: str) -> dict:
         # float FMA: 4x4 micro-tiles read 16 bytes at a time where the layout allows.
         "fma_vector": (not instr.is_mma and not plan.is_complex and plan.acc_type == "float"
                        and plan.a.cpp_type == plan.b.cpp_type == "float"
-                       and (plan.tile_m, plan.tile_n) == (4, 4)
+                       and plan.tile_m % 4 == 0 and plan.tile_n % 4 == 0
                        and plan.a.smem_ld % 4 == 0 and plan.b.smem_ld % 4 == 0),
     }
+    # FMA micro-tiles in pairs of threads sharing rows and columns (see the template).
+    ctx["fma_pairs"] = not instr.is_mma and plan.tiles_m % 2 == 0 and plan.tiles_n % 2 == 0
+    ctx["c_in_registers"] = plan.c_in_registers
+    # C's micro-tiles go to and from global memory 16 bytes at a time.
+    ctx["c_vector"] = ctx["fma_vector"] and plan.c.cpp_type == "float" and plan.c.vector_bytes == 16
     if instr.is_mma:
         f64 = instr.name == "mma_f64"
         bits = 32 if instr.name == "mma_tf32" else {"mma_f16": 16, "mma_bf16": 16}.get(instr.name, 8)
@@ -142,5 +148,5 @@ def render_kernel(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
         common=render_common(), device=device, ns=ns,
         threads=plan.threads, kernel_name=kernel_name(plan, fusion),
         fusion_identity=fusion.is_identity, hooks=hooks, bias=fusion.bias,
-        stages=plan.pipeline_stages,
+        stages=plan.pipeline_stages, c_in_registers=plan.c_in_registers,
     )

@@ -13,6 +13,7 @@ import pytest
 import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, CompileError, LeadingDimension, Precision, Size, Type
 from blasdx.compiler import compile_source, supported_archs
+from blasdx.descriptor import shared_memory_parts_of
 from blasdx.plan import kernel_plan
 from blasdx.rules import SHARED_MEMORY_LIMIT_KIB
 
@@ -62,12 +63,15 @@ def test_compile_matrix_yields_a_cubin(spec, arch):
     compiled = desc.compile(arch=arch)
     assert compiled.cubin[:4] == b"\x7fELF"
     assert compiled.kernel_name.encode() in compiled.cubin
-    # The batched kernel holds one (padded) block GEMM per pipeline stage: two on the FMA
-    # path where four blocks of two stages fit.
+    # The batched kernel holds one (padded) block GEMM per pipeline stage, two on the FMA
+    # path where four blocks of two stages fit; the FMA path keeps C in registers where A
+    # and C have one layout.
     kplan = kernel_plan(desc.plan)
     fits = 8 * kplan.shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[desc.sm] * 1024
     stages = 2 if desc.sm >= 800 and not kplan.instruction.is_mma and fits else 1
-    assert kplan.shared_memory_size >= desc.shared_memory_size
+    parts = shared_memory_parts_of(desc._ops)
+    assert kplan.c_in_registers == (not kplan.instruction.is_mma and kplan.a.layout == kplan.c.layout)
+    assert kplan.shared_memory_size >= parts["a"] + parts["b"] + (0 if kplan.c_in_registers else parts["c"])
     assert compiled.arch == arch and compiled.shared_memory_size == stages * kplan.shared_memory_size
     assert compiled.block_dim == tuple(desc.block_dim)
 

@@ -148,7 +148,13 @@ def test_suggested_block_dim_formula():
     assert (Size(128, 128, 64) + Precision("float16") + SM(900)).suggested_block_dim == (256, 1, 1)  # capped
     assert (Size(8, 8, 8) + SM(900)).suggested_block_dim == (32, 1, 1)  # at least a warp
     fma = Size(64, 64, 64) + Precision("float32") + SM(900)
-    assert fma.suggested_block_dim == (256, 1, 1)  # 4096 / 16 per thread
+    assert fma.suggested_block_dim == (128, 1, 1)  # 4096 / 32 per thread: 8x4 micro-tiles
+    assert (fma + Block()).plan.tile_m == 8 and (fma + Block()).plan.group_m == 4
+    assert (Size(32, 32, 32) + Precision("float32") + SM(900)).suggested_block_dim == (64, 1, 1)  # 16 each
+    assert (Size(60, 64, 64) + Precision("float32") + SM(900)).suggested_block_dim == (256, 1, 1)  # m % 8: 4x4
+    assert (Size(64, 64, 64) + Precision("float64") + SM(700)).suggested_block_dim == (256, 1, 1)
+    # With more threads than 8x4 micro-tiles would need, each thread takes a 4x4 one.
+    assert (fma + Block() + BlockDim(256)).plan.tile_m == 4
 
 
 def test_block_dim_operator_overrides_the_suggestion():

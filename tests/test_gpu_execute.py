@@ -94,6 +94,25 @@ def test_every_precision_and_size_with_padded_leading_dimensions(prec, size):
     run_and_check(padded, _rng(), batch=2, beta=1 if not prec[2].startswith("float") else 0.5, seed=SEED)
 
 
+FLOAT_FMA_SIZES = [(64, 64, 64), (128, 96, 40), (64, 64, 30)]
+
+
+@pytest.mark.parametrize("arrangement", ARRANGEMENTS, ids=["".join(x[0] for x in a) for a in ARRANGEMENTS])
+@pytest.mark.parametrize("size", FLOAT_FMA_SIZES, ids=["x".join(map(str, s)) for s in FLOAT_FMA_SIZES])
+def test_float_fma_micro_tiles_in_every_arrangement(size, arrangement):
+    """float32 with the suggested threads: 8x4 micro-tiles in two groups of rows, 16-byte
+    shared-memory loads (k = 30 leaves a scalar tail), C in registers where A and C share a
+    layout (16-byte global accesses), in shared memory otherwise; 128x96 has 384 micro-tiles
+    for 256 threads."""
+    from blasdx.plan import kernel_plan
+
+    desc = describe(PRECISIONS[5], size=size, arrangement=arrangement)
+    assert (desc.plan.tile_m, desc.plan.tile_n, desc.plan.group_m) == (8, 4, 4)
+    assert kernel_plan(desc.plan).c_in_registers == (arrangement[0] == arrangement[2])
+    run_and_check(desc, _rng(), batch=5, alpha=1.5, beta=0.5, seed=SEED)
+    run_and_check(desc, _rng(), batch=2, beta=0, seed=SEED)  # C poisoned: never read
+
+
 def test_suggested_leading_dimension_runs():
     desc = describe(PRECISIONS[0], size=(64, 64, 64))
     run_and_check(desc.replace(LeadingDimension(*desc.suggested_leading_dimension)), _rng(), seed=SEED)

@@ -103,6 +103,23 @@ def test_bias_broadcasts_like_numpy(shape):
     assert relative_error(c.result(), ref) < 1e-5
 
 
+@pytest.mark.parametrize("arrangement", [("row_major",) * 3, ("col_major", "row_major", "col_major"),
+                                         ("row_major", "row_major", "col_major")], ids=["rrr", "crc", "rrc"])
+def test_bias_and_epilogue_on_float_micro_tiles(arrangement):
+    """float32 64x64x64: 8x4 micro-tiles with C in registers (rrr, crc) or in shared memory
+    (rrc); the bias and the epilogue see each element's own row and column."""
+    import cupy
+
+    desc = Size(64, 64, 64) + Precision("float32") + Arrangement(*arrangement) + SM(900) + Block()
+    a, b, c = operands(desc, batch=3)
+    host = np.random.default_rng(3).standard_normal((3, 64, 1)).astype(np.float32)
+    host_n = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+    bias = host + host_n  # (3, 64, 64): differs along both m and n
+    desc.execute(a.array, b.array, c.array, 2, -1, bias=cupy.asarray(bias), epilogue="tanh")
+    ref = np.tanh(2 * np.matmul(a.values, b.values) - c.values + bias)
+    assert relative_error(c.result(), ref) < 1e-5
+
+
 def test_bias_on_a_complex_float16_gemm():
     import cupy
 

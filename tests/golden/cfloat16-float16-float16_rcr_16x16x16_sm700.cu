@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_a6b51be6
+// blasdx block GEMM blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_52a1fb78
 //   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -254,14 +254,14 @@ using scalar_t = blasdx::complex<float>;  // alpha and beta
 using acc_t = blasdx::complex<float>;  // accumulator
 
 constexpr int m = 16, n = 16, k = 16;
-constexpr int lda = 20, ldb = 20, ldc = 20;  // in shared memory
+constexpr int lda = 20, ldb = 20, ldc = 16;  // in shared memory
 constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 3840;
+constexpr unsigned shared_memory_size = 2560;
 constexpr unsigned a_offset = 0, b_offset = 1280, c_offset = 2560;
-constexpr unsigned a_size = 320, b_size = 320, c_size = 320;  // elements
+constexpr unsigned a_size = 320, b_size = 320, c_size = 256;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
@@ -278,10 +278,10 @@ __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
   blasdx::copy_runs<16, 64, 64, 80, 4, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<16, 64, 64, 80, 4, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 64, 64, 4, threads, false>(global, shared, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<16, 64, 80, 64, 4, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 64, 64, 4, threads, false>(shared, global, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -298,6 +298,9 @@ __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc
 
 // FMA: each thread accumulates 2x2 outputs in acc_t.
 constexpr int tile_m = 2, tile_n = 2, tiles_m = 8, tiles_n = 8;
+constexpr int group_m = 2, group_n = 2;
+__device__ __forceinline__ int tile_row(int m0, int i) { return m0 + i % group_m + (i / group_m) * (m / (tile_m / group_m)); }
+__device__ __forceinline__ int tile_col(int n0, int j) { return n0 + j % group_n + (j / group_n) * (n / (tile_n / group_n)); }
 constexpr int tiles = 64;
 
 template <class Op> __device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c, const Op& op) {
@@ -308,49 +311,131 @@ template <class Op> __device__ __forceinline__ acc_t load_b(const b_t* sb, int r
 }
 
 
+// The origin (m0, n0) of micro-tile number `tile`: its first row and column.
+__device__ __forceinline__ void tile_origin(int tile, int& m0, int& n0) {
+  // Threads t and t^1 take the same rows, t and t^2 the same columns: shared memory
+  // returns a load at twice the rate when such pairs read the same address, and each
+  // of A's and B's loads is read by pairs. Groups of four then go along n.
+  const int quad = tile >> 2;
+  n0 = (2 * (quad % (tiles_n / 2)) + (tile & 1)) * group_n;
+  m0 = (2 * (quad / (tiles_n / 2)) + ((tile >> 1) & 1)) * group_m;
+}
+
+// Whether every element of the micro-tile at (m0, n0) lies inside m x n.
+__device__ __forceinline__ bool whole_tile(int m0, int n0) {
+  return tile_row(m0, tile_m - 1) < m && tile_col(n0, tile_n - 1) < n;
+}
+
+// acc = the micro-tile at (m0, n0) of op(a_load(A)) * op(b_load(B)).
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void accumulate(acc_t (&acc)[tile_m][tile_n], const a_t* sa, const b_t* sb, int m0, int n0,
+                                           bool vector_ok, const ALoad& a_load, const BLoad& b_load) {
+#pragma unroll
+  for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::zero<acc_t>();
+  int kk = 0;
+  for (; kk < k; ++kk) {
+    acc_t av[tile_m], bv[tile_n];
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i) av[i] = (tile_row(m0, i) < m) ? load_a(sa, tile_row(m0, i), kk, a_load) : blasdx::zero<acc_t>();
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j) bv[j] = (tile_col(n0, j) < n) ? load_b(sb, kk, tile_col(n0, j), b_load) : blasdx::zero<acc_t>();
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+      for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[i], bv[j], acc[i][j]);
+  }
+}
+
+__device__ __forceinline__ bool vector_loads_ok(const a_t* sa, const b_t* sb) {
+  return false;
+}
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
+  const bool vector_ok = vector_loads_ok(sa, sb);
   if (rank < threads) {
     for (int tile = rank; tile < tiles; tile += threads) {
-      // Neighbouring threads take neighbouring columns: they share A's rows (row-major A
-      // read down a column would hit one bank group) and read B's rows side by side.
-      const int n0 = (tile % tiles_n) * tile_n, m0 = (tile / tiles_n) * tile_m;
+      int m0, n0;
+      tile_origin(tile, m0, n0);
       acc_t acc[tile_m][tile_n];
-#pragma unroll
-      for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-        for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::zero<acc_t>();
-      int kk = 0;
-      for (; kk < k; ++kk) {
-        acc_t av[tile_m], bv[tile_n];
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i) av[i] = (m0 + i < m) ? load_a(sa, m0 + i, kk, a_load) : blasdx::zero<acc_t>();
-#pragma unroll
-        for (int j = 0; j < tile_n; ++j) bv[j] = (n0 + j < n) ? load_b(sb, kk, n0 + j, b_load) : blasdx::zero<acc_t>();
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-          for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[i], bv[j], acc[i][j]);
-      }
+      accumulate(acc, sa, sb, m0, n0, vector_ok, a_load, b_load);
 #pragma unroll
       for (int i = 0; i < tile_m; ++i)
 #pragma unroll
         for (int j = 0; j < tile_n; ++j)
-          if (m0 + i < m && n0 + j < n) update_c(sc, m0 + i, n0 + j, acc[i][j], alpha, beta, c_load, c_store);
+          if (tile_row(m0, i) < m && tile_col(n0, j) < n)
+            update_c(sc, tile_row(m0, i), tile_col(n0, j), acc[i][j], alpha, beta, c_load, c_store);
     }
   }
   __syncthreads();
+}
+
+// For the batched kernel: the same GEMM with C in global memory (leading dimension
+// global_ldc). Each thread reads its micro-tile of C into registers before its products
+// (the loads overlap them) and writes the result straight back, 16 bytes at a time along C's rows
+// where the tile is whole (not here: C is not float with 16-byte aligned runs). No barrier at the end: the caller synchronizes.
+__device__ __forceinline__ long long global_c_index(int r, int col) {
+  return static_cast<long long>(r) * global_ldc + col;
+}
+constexpr bool c_vector = false;
+
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
+          class CStore = blasdx::identity>
+__device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
+                                                 c_t* gc, const ALoad& a_load = {}, const BLoad& b_load = {},
+                                                 const CLoad& c_load = {}, const CStore& c_store = {}) {
+  const int rank = blasdx::thread_rank();
+  const bool vector_ok = vector_loads_ok(sa, sb);
+  const bool read_c = !blasdx::is_zero(beta);
+  if (rank >= threads) return;
+  for (int tile = rank; tile < tiles; tile += threads) {
+    int m0, n0;
+    tile_origin(tile, m0, n0);
+    const bool whole = whole_tile(m0, n0);
+    c_t cv[tile_m][tile_n];
+    if (read_c) {
+      if (c_vector && whole) {
+      } else {
+#pragma unroll
+        for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+          for (int j = 0; j < tile_n; ++j)
+            cv[i][j] = (tile_row(m0, i) < m && tile_col(n0, j) < n) ? gc[global_c_index(tile_row(m0, i), tile_col(n0, j))]
+                                                                   : blasdx::zero<c_t>();
+      }
+    }
+    acc_t acc[tile_m][tile_n];
+    accumulate(acc, sa, sb, m0, n0, vector_ok, a_load, b_load);
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+      for (int j = 0; j < tile_n; ++j) {
+        scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc[i][j]);
+        if (read_c) v = v + beta * c_load(blasdx::convert<scalar_t>(cv[i][j]));
+        cv[i][j] = blasdx::convert<c_t>(blasdx::apply_store(c_store, tile_row(m0, i), tile_col(n0, j), v));
+      }
+    if (c_vector && whole) {
+    } else {
+#pragma unroll
+      for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+        for (int j = 0; j < tile_n; ++j)
+          if (tile_row(m0, i) < m && tile_col(n0, j) < n) gc[global_c_index(tile_row(m0, i), tile_col(n0, j))] = cv[i][j];
+    }
+  }
 }
 
 }  // namespace blasdx_block_gemm
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_a6b51be6(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_52a1fb78(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
@@ -361,7 +446,6 @@ extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16
     unsigned char* base = smem + stage * shared_memory_size;
     load_a(static_cast<const a_t*>(a) + item * stride_a, reinterpret_cast<a_t*>(base + a_offset));
     load_b(static_cast<const b_t*>(b) + item * stride_b, reinterpret_cast<b_t*>(base + b_offset));
-    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(base + c_offset));
     blasdx::copy_commit();
   };
   int stage = 0;
@@ -371,9 +455,8 @@ extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16
     unsigned char* base = smem + stage * shared_memory_size;
     a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
     b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
-    c_t* sc = reinterpret_cast<c_t*>(base + c_offset);
-    execute(alpha, sa, sb, beta, sc);
-    store_c(sc, static_cast<c_t*>(c) + item * stride_c);
+    c_t* sc = static_cast<c_t*>(c) + item * stride_c;  // C stays in global memory (execute_global_c)
+    execute_global_c(alpha, sa, sb, beta, sc);
     __syncthreads();  // every thread is done with this stage before it is loaded again
     if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }

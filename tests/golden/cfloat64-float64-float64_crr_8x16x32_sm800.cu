@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_db400e5e
+// blasdx block GEMM blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_30ab1c51
 //   8x16x32, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -298,6 +298,9 @@ __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc
 
 // FMA: each thread accumulates 2x2 outputs in acc_t.
 constexpr int tile_m = 2, tile_n = 2, tiles_m = 4, tiles_n = 8;
+constexpr int group_m = 2, group_n = 2;
+__device__ __forceinline__ int tile_row(int m0, int i) { return m0 + i % group_m + (i / group_m) * (m / (tile_m / group_m)); }
+__device__ __forceinline__ int tile_col(int n0, int j) { return n0 + j % group_n + (j / group_n) * (n / (tile_n / group_n)); }
 constexpr int tiles = 32;
 
 template <class Op> __device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c, const Op& op) {
@@ -308,38 +311,66 @@ template <class Op> __device__ __forceinline__ acc_t load_b(const b_t* sb, int r
 }
 
 
+// The origin (m0, n0) of micro-tile number `tile`: its first row and column.
+__device__ __forceinline__ void tile_origin(int tile, int& m0, int& n0) {
+  // Threads t and t^1 take the same rows, t and t^2 the same columns: shared memory
+  // returns a load at twice the rate when such pairs read the same address, and each
+  // of A's and B's loads is read by pairs. Groups of four then go along m.
+  const int quad = tile >> 2;
+  m0 = (2 * (quad % (tiles_m / 2)) + ((tile >> 1) & 1)) * group_m;
+  n0 = (2 * (quad / (tiles_m / 2)) + (tile & 1)) * group_n;
+}
+
+// Whether every element of the micro-tile at (m0, n0) lies inside m x n.
+__device__ __forceinline__ bool whole_tile(int m0, int n0) {
+  return tile_row(m0, tile_m - 1) < m && tile_col(n0, tile_n - 1) < n;
+}
+
+// acc = the micro-tile at (m0, n0) of op(a_load(A)) * op(b_load(B)).
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void accumulate(acc_t (&acc)[tile_m][tile_n], const a_t* sa, const b_t* sb, int m0, int n0,
+                                           bool vector_ok, const ALoad& a_load, const BLoad& b_load) {
+#pragma unroll
+  for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::zero<acc_t>();
+  int kk = 0;
+  for (; kk < k; ++kk) {
+    acc_t av[tile_m], bv[tile_n];
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i) av[i] = (tile_row(m0, i) < m) ? load_a(sa, tile_row(m0, i), kk, a_load) : blasdx::zero<acc_t>();
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j) bv[j] = (tile_col(n0, j) < n) ? load_b(sb, kk, tile_col(n0, j), b_load) : blasdx::zero<acc_t>();
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+      for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[i], bv[j], acc[i][j]);
+  }
+}
+
+__device__ __forceinline__ bool vector_loads_ok(const a_t* sa, const b_t* sb) {
+  return false;
+}
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
+  const bool vector_ok = vector_loads_ok(sa, sb);
   if (rank < threads) {
     for (int tile = rank; tile < tiles; tile += threads) {
-      // Neighbouring threads take neighbouring rows: column-major A is read side by side.
-      const int m0 = (tile % tiles_m) * tile_m, n0 = (tile / tiles_m) * tile_n;
+      int m0, n0;
+      tile_origin(tile, m0, n0);
       acc_t acc[tile_m][tile_n];
-#pragma unroll
-      for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-        for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::zero<acc_t>();
-      int kk = 0;
-      for (; kk < k; ++kk) {
-        acc_t av[tile_m], bv[tile_n];
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i) av[i] = (m0 + i < m) ? load_a(sa, m0 + i, kk, a_load) : blasdx::zero<acc_t>();
-#pragma unroll
-        for (int j = 0; j < tile_n; ++j) bv[j] = (n0 + j < n) ? load_b(sb, kk, n0 + j, b_load) : blasdx::zero<acc_t>();
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-          for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[i], bv[j], acc[i][j]);
-      }
+      accumulate(acc, sa, sb, m0, n0, vector_ok, a_load, b_load);
 #pragma unroll
       for (int i = 0; i < tile_m; ++i)
 #pragma unroll
         for (int j = 0; j < tile_n; ++j)
-          if (m0 + i < m && n0 + j < n) update_c(sc, m0 + i, n0 + j, acc[i][j], alpha, beta, c_load, c_store);
+          if (tile_row(m0, i) < m && tile_col(n0, j) < n)
+            update_c(sc, tile_row(m0, i), tile_col(n0, j), acc[i][j], alpha, beta, c_load, c_store);
     }
   }
   __syncthreads();
@@ -350,7 +381,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Two stages: the copies of a block's next item (cp.async) overlap the current item's GEMM.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_db400e5e(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_30ab1c51(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

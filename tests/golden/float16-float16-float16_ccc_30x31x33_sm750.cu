@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_21e9f389
+// blasdx block GEMM blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_50a5f2e8
 //   30x31x33, mma_f16, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -467,7 +467,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_21e9f389(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_f16f16f16_30x31x33_ccc_t32_50a5f2e8(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_eb6588e8
+// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_c33daefa
 //   64x64x64, mma_f16, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 128 threads of the block (in thread-rank
@@ -467,7 +467,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_eb6588e8(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_c33daefa(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

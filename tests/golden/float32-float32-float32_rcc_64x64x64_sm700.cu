@@ -237,10 +237,10 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm700_f32f32f32_64x64x64_rcc_t256_ecedb12b
-//   64x64x64, fma, 256 threads
+// blasdx block GEMM blasdx_gemm_sm700_f32f32f32_64x64x64_rcc_t128_c5b0fa2e
+//   64x64x64, fma, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
-// shared memory, computed by the first 256 threads of the block (in thread-rank
+// shared memory, computed by the first 128 threads of the block (in thread-rank
 // order); every thread of the block must call execute(). beta == 0 ignores C; alpha == 0
 // ignores A and B. The hooks are optional functors: a_load/b_load take and return the
 // element in blasdx::compute<a_t/b_t>::type (float for 16- and 8-bit floats), c_load and
@@ -256,8 +256,8 @@ using acc_t = float;  // accumulator
 constexpr int m = 64, n = 64, k = 64;
 constexpr int lda = 68, ldb = 68, ldc = 68;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
-constexpr unsigned block_dim_x = 256, block_dim_y = 1, block_dim_z = 1;
-constexpr int threads = 256;
+constexpr unsigned block_dim_x = 128, block_dim_y = 1, block_dim_z = 1;
+constexpr int threads = 128;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
 constexpr unsigned shared_memory_size = 52224;
 constexpr unsigned a_offset = 0, b_offset = 17408, c_offset = 34816;
@@ -296,9 +296,15 @@ __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc
 }
 
 
-// FMA: each thread accumulates 4x4 outputs in acc_t.
-constexpr int tile_m = 4, tile_n = 4, tiles_m = 16, tiles_n = 16;
-constexpr int tiles = 256;
+// FMA: each thread accumulates 8x4 outputs in acc_t.
+constexpr int tile_m = 8, tile_n = 4, tiles_m = 8, tiles_n = 16;
+// A micro-tile's rows come in groups of group_m that lie m / (tile_m / group_m) apart, and
+// its columns in groups of group_n n / (tile_n / group_n) apart: a warp's loads of one
+// group then fall in different banks, which whole 8x4 blocks would not.
+constexpr int group_m = 4, group_n = 4;
+__device__ __forceinline__ int tile_row(int m0, int i) { return m0 + i % group_m + (i / group_m) * (m / (tile_m / group_m)); }
+__device__ __forceinline__ int tile_col(int n0, int j) { return n0 + j % group_n + (j / group_n) * (n / (tile_n / group_n)); }
+constexpr int tiles = 128;
 
 template <class Op> __device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c, const Op& op) {
   return (blasdx::convert<acc_t>(blasdx::apply_load(op, sa[a_index(r, c)])));
@@ -316,8 +322,8 @@ __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_ca
 template <class Op>
 __device__ __forceinline__ void load_a4(float (&av)[kv][tile_m], const a_t* sa, int m0, int kk, const Op& op) {
 #pragma unroll
-  for (int i = 0; i < tile_m; ++i) {  // row m0 + i, k .. k + 3
-    const float4 v = load4(sa + a_index(m0 + i, kk));
+  for (int i = 0; i < tile_m; ++i) {  // row i of the tile, k .. k + 3
+    const float4 v = load4(sa + a_index(tile_row(m0, i), kk));
     av[0][i] = v.x; av[1][i] = v.y; av[2][i] = v.z; av[3][i] = v.w;
   }
 #pragma unroll
@@ -328,8 +334,8 @@ __device__ __forceinline__ void load_a4(float (&av)[kv][tile_m], const a_t* sa, 
 template <class Op>
 __device__ __forceinline__ void load_b4(float (&bv)[kv][tile_n], const b_t* sb, int kk, int n0, const Op& op) {
 #pragma unroll
-  for (int j = 0; j < tile_n; ++j) {  // column n0 + j, k .. k + 3
-    const float4 v = load4(sb + b_index(kk, n0 + j));
+  for (int j = 0; j < tile_n; ++j) {  // column j of the tile, k .. k + 3
+    const float4 v = load4(sb + b_index(kk, tile_col(n0, j)));
     bv[0][j] = v.x; bv[1][j] = v.y; bv[2][j] = v.z; bv[3][j] = v.w;
   }
 #pragma unroll
@@ -338,53 +344,79 @@ __device__ __forceinline__ void load_b4(float (&bv)[kv][tile_n], const b_t* sb, 
     for (int j = 0; j < tile_n; ++j) bv[q][j] = blasdx::apply_load(op, bv[q][j]);
 }
 
+// The origin (m0, n0) of micro-tile number `tile`: its first row and column.
+__device__ __forceinline__ void tile_origin(int tile, int& m0, int& n0) {
+  // Threads t and t^1 take the same rows, t and t^2 the same columns: shared memory
+  // returns a load at twice the rate when such pairs read the same address, and each
+  // of A's and B's loads is read by pairs. Groups of four then go along n.
+  const int quad = tile >> 2;
+  n0 = (2 * (quad % (tiles_n / 2)) + (tile & 1)) * group_n;
+  m0 = (2 * (quad / (tiles_n / 2)) + ((tile >> 1) & 1)) * group_m;
+}
+
+// Whether every element of the micro-tile at (m0, n0) lies inside m x n.
+__device__ __forceinline__ bool whole_tile(int m0, int n0) {
+  return tile_row(m0, tile_m - 1) < m && tile_col(n0, tile_n - 1) < n;
+}
+
+// acc = the micro-tile at (m0, n0) of op(a_load(A)) * op(b_load(B)).
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void accumulate(acc_t (&acc)[tile_m][tile_n], const a_t* sa, const b_t* sb, int m0, int n0,
+                                           bool vector_ok, const ALoad& a_load, const BLoad& b_load) {
+#pragma unroll
+  for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::zero<acc_t>();
+  int kk = 0;
+  if (vector_ok && whole_tile(m0, n0)) {
+    for (; kk + kv <= k; kk += kv) {
+      float av[kv][tile_m], bv[kv][tile_n];
+      load_a4(av, sa, m0, kk, a_load);
+      load_b4(bv, sb, kk, n0, b_load);
+#pragma unroll
+      for (int q = 0; q < kv; ++q)
+#pragma unroll
+        for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+          for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[q][i], bv[q][j], acc[i][j]);
+    }
+  }
+  for (; kk < k; ++kk) {
+    acc_t av[tile_m], bv[tile_n];
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i) av[i] = (tile_row(m0, i) < m) ? load_a(sa, tile_row(m0, i), kk, a_load) : blasdx::zero<acc_t>();
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j) bv[j] = (tile_col(n0, j) < n) ? load_b(sb, kk, tile_col(n0, j), b_load) : blasdx::zero<acc_t>();
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+      for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[i], bv[j], acc[i][j]);
+  }
+}
+
+__device__ __forceinline__ bool vector_loads_ok(const a_t* sa, const b_t* sb) {
+  return ((reinterpret_cast<unsigned long long>(sa) | reinterpret_cast<unsigned long long>(sb)) & 15) == 0;
+}
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
-  const bool vector_ok = ((reinterpret_cast<unsigned long long>(sa) | reinterpret_cast<unsigned long long>(sb)) & 15) == 0;
+  const bool vector_ok = vector_loads_ok(sa, sb);
   if (rank < threads) {
     for (int tile = rank; tile < tiles; tile += threads) {
-      // Neighbouring threads take neighbouring columns: they share A's rows (row-major A
-      // read down a column would hit one bank group) and read B's rows side by side.
-      const int n0 = (tile % tiles_n) * tile_n, m0 = (tile / tiles_n) * tile_m;
+      int m0, n0;
+      tile_origin(tile, m0, n0);
       acc_t acc[tile_m][tile_n];
-#pragma unroll
-      for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-        for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::zero<acc_t>();
-      int kk = 0;
-      if (vector_ok && m0 + tile_m <= m && n0 + tile_n <= n) {
-        for (; kk + kv <= k; kk += kv) {
-          float av[kv][tile_m], bv[kv][tile_n];
-          load_a4(av, sa, m0, kk, a_load);
-          load_b4(bv, sb, kk, n0, b_load);
-#pragma unroll
-          for (int q = 0; q < kv; ++q)
-#pragma unroll
-            for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-              for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[q][i], bv[q][j], acc[i][j]);
-        }
-      }
-      for (; kk < k; ++kk) {
-        acc_t av[tile_m], bv[tile_n];
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i) av[i] = (m0 + i < m) ? load_a(sa, m0 + i, kk, a_load) : blasdx::zero<acc_t>();
-#pragma unroll
-        for (int j = 0; j < tile_n; ++j) bv[j] = (n0 + j < n) ? load_b(sb, kk, n0 + j, b_load) : blasdx::zero<acc_t>();
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-          for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[i], bv[j], acc[i][j]);
-      }
+      accumulate(acc, sa, sb, m0, n0, vector_ok, a_load, b_load);
 #pragma unroll
       for (int i = 0; i < tile_m; ++i)
 #pragma unroll
         for (int j = 0; j < tile_n; ++j)
-          if (m0 + i < m && n0 + j < n) update_c(sc, m0 + i, n0 + j, acc[i][j], alpha, beta, c_load, c_store);
+          if (tile_row(m0, i) < m && tile_col(n0, j) < n)
+            update_c(sc, tile_row(m0, i), tile_col(n0, j), acc[i][j], alpha, beta, c_load, c_store);
     }
   }
   __syncthreads();
@@ -394,7 +426,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(256) blasdx_gemm_sm700_f32f32f32_64x64x64_rcc_t256_ecedb12b(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f32f32f32_64x64x64_rcc_t128_c5b0fa2e(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_74917eb5
+// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_6745f546
 //   64x32x128, mma_i4, 64 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 64 threads of the block (in thread-rank
@@ -456,7 +456,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_74917eb5(
+extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_6745f546(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -237,7 +237,7 @@ __device__ __forceinline__ int thread_rank() {
 }  // namespace blasdx
 #endif  // BLASDX_COMMON_CUH
 
-// blasdx block GEMM blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_21c86504
+// blasdx block GEMM blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_84b71fe0
 //   8x16x32, mma_i8, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -395,7 +395,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_21c86504(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_84b71fe0(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -1,0 +1,155 @@
+"""Ablation of the float FMA path, same run: the thread order of the micro-tiles, and
+where the batched kernel keeps C (shared memory or registers) with one or two stages.
+
+    python benchmarks/ablate_fma.py [--gib 1.0]
+
+Variants patch the plan (micro-tile and threads), the rendered context (thread order) or
+the planner's choices (blasdx.plan._keeps_c_in_registers and _pipeline_stages). Every
+variant is checked against float64 before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import bench_gpu
+import cupy
+import numpy as np
+
+import blasdx
+import blasdx.compiler as compiler
+import blasdx.plan as planner
+import blasdx.render as render
+import blasdx.runtime as runtime
+from blasdx import SM, Arrangement, Block, Precision, Size
+
+ORDERS = [  # label, threads, tile_m, tile_n, rows per group, thread pairs
+    ("4x4 x256 rows", 256, 4, 4, 4, False),
+    ("4x4 x256 pairs", 256, 4, 4, 4, True),
+    ("8x4 x128 pairs", 128, 8, 4, 8, True),
+    ("8x4 x128 pairs, 2 groups", 128, 8, 4, 4, True),
+]
+PLACEMENTS = [  # label, C in registers, stages
+    ("C in shared memory, planned stages", False, None),
+    ("C in registers, one stage", True, 1),
+    ("C in registers, two stages", True, 2),
+]
+
+
+def forget_kernels():
+    planner.kernel_plan.cache_clear()
+    compiler._compiled_plans.clear()
+    runtime._loaded.clear()
+    runtime._bound.clear()
+
+
+def variant_plan(plan, threads, tile_m, tile_n, group_m):
+    return replace(plan, block_dim=(threads, 1, 1), threads=threads, warps=threads // 32,
+                   tile_m=tile_m, tile_n=tile_n, tiles_m=plan.m // tile_m, tiles_n=plan.n // tile_n,
+                   group_m=group_m, group_n=tile_n)
+
+
+def with_pairs(pairs):
+    original = render._context
+
+    def context(plan, name):
+        ctx = original(plan, name)
+        ctx["fma_pairs"] = pairs and ctx["fma_pairs"]
+        return ctx
+    render._context = context
+    forget_kernels()
+    return original
+
+
+def block_tflops(desc, plan, repeats=200):
+    m, n, k = desc.size
+    source = render.render_device_source(plan, "gemm") + bench_gpu.REPEAT_KERNEL
+    kernel = blasdx.compile_kernel(source, "repeat_gemm")
+    lda, ldb, ldc = desc.leading_dimension
+    rows_a = m if desc.arrangement.a == "row_major" else k
+    rows_b = k if desc.arrangement.b == "row_major" else n
+    a = cupy.random.standard_normal(rows_a * lda, dtype=np.float32)
+    b = cupy.random.standard_normal(rows_b * ldb, dtype=np.float32)
+    c = cupy.zeros(m * ldc, dtype=np.float32)
+    block = (plan.threads, 1, 1)
+    kernel(1, block, (a, b, c, np.int32(1)), shared_mem=plan.shared_memory_size)
+    a_h = a.get().astype(np.float64).reshape(rows_a, lda)
+    b_h = b.get().astype(np.float64).reshape(rows_b, ldb)
+    a_h = a_h[:, :k] if desc.arrangement.a == "row_major" else a_h[:, :m].T
+    b_h = b_h[:, :n] if desc.arrangement.b == "row_major" else b_h[:, :k].T
+    err = np.linalg.norm(c.get().reshape(m, ldc)[:, :n] - a_h @ b_h) / np.linalg.norm(a_h @ b_h)
+    assert err < 1e-5, err
+    dev = cupy.cuda.Device()
+    per_sm = max(1, min(8, dev.attributes["MaxSharedMemoryPerMultiprocessor"] // (plan.shared_memory_size + 1024),
+                        2048 // plan.threads))
+    grid = dev.attributes["MultiProcessorCount"] * per_sm
+    ms = bench_gpu.time_ms(lambda: kernel(grid, block, (a, b, c, np.int32(repeats)),
+                                          shared_mem=plan.shared_memory_size), repeats=10)
+    return 2 * m * n * k * repeats * grid / ms / 1e9
+
+
+def batched(plan, gib, beta=0.5):
+    """GB/s of execute() with this plan, and its kernel's registers and blocks per SM."""
+    m, n, k = plan.m, plan.n, plan.k
+    batch = int(gib * 2**30) // (4 * 4 * m * n)
+    a = cupy.random.standard_normal((batch, m, k), dtype=np.float32)
+    b = cupy.random.standard_normal((batch, k, n), dtype=np.float32)
+    if plan.a.layout == "col_major":
+        a = cupy.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
+    if plan.b.layout == "col_major":
+        b = cupy.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)
+    c = cupy.random.standard_normal((batch, m, n), dtype=np.float32)
+    c0 = c[:64].copy()
+    runtime.execute(plan, a, b, c, 1.0, beta)
+    ref = cupy.matmul(a[:64].astype(np.float64), b[:64].astype(np.float64)) + beta * c0
+    err = float(cupy.linalg.norm(c[:64] - ref) / cupy.linalg.norm(ref))
+    assert err < 1e-5, err
+    ms = bench_gpu.time_ms(lambda: runtime.execute(plan, a, b, c, 1.0, beta))
+    kernel = runtime.get_kernel(plan)
+    regs = cupy.cuda.driver.funcGetAttribute(4, kernel.function.ptr)  # CU_FUNC_ATTRIBUTE_NUM_REGS
+    per_sm = kernel.resident_blocks // cupy.cuda.Device().attributes["MultiProcessorCount"]
+    return 4 * 4 * m * n * batch / ms / 1e6, f"{regs} regs, {per_sm} blocks/SM"
+
+
+def describe(size, arrangement):
+    return Size(*size) + Precision("float32") + Arrangement(*arrangement) + SM(900) + Block()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gib", type=float, default=1.0)
+    args = parser.parse_args()
+    copy = bench_gpu.copy_bandwidth(int(args.gib * 2**30))
+    print(f"copy {copy:.0f} GB/s; float32, beta = 0.5")
+    print("thread order and micro-tile (64^3):")
+    for arrangement in (("row_major", "row_major", "row_major"), ("col_major", "col_major", "row_major")):
+        base = describe((64, 64, 64), arrangement)
+        block_desc = base + blasdx.LeadingDimension(*base.suggested_leading_dimension)
+        for label, threads, tile_m, tile_n, group_m, pairs in ORDERS:
+            original = with_pairs(pairs)
+            try:
+                tflops = block_tflops(block_desc, variant_plan(block_desc.plan, threads, tile_m, tile_n, group_m))
+                gbs, info = batched(variant_plan(base.plan, threads, tile_m, tile_n, group_m), args.gib)
+            finally:
+                render._context = original
+            print(f"  {''.join(x[0] for x in arrangement)} {label:26} block {tflops:5.1f} TFLOP/s, "
+                  f"batched {gbs:5.0f} GB/s ({gbs / copy:4.0%}), {info}", flush=True)
+    print("where the batched kernel keeps C:")
+    keeps, stages = planner._keeps_c_in_registers, planner._pipeline_stages
+    for size in ((32, 32, 32), (64, 64, 64)):
+        for label, in_registers, count in PLACEMENTS:
+            planner._keeps_c_in_registers = lambda plan, r=in_registers: r
+            if count is not None:
+                planner._pipeline_stages = lambda *_, n=count: n
+            forget_kernels()
+            try:
+                gbs, info = batched(describe(size, ("row_major",) * 3).plan, args.gib)
+            finally:
+                planner._keeps_c_in_registers, planner._pipeline_stages = keeps, stages
+            print(f"  {size[0]}^3 {label:36} {gbs:5.0f} GB/s ({gbs / copy:4.0%}), {info}", flush=True)
+    forget_kernels()
+
+
+if __name__ == "__main__":
+    main()
