@@ -30,7 +30,8 @@ ORDERS = [  # label, threads, tile_m, tile_n, rows per group, thread pairs
     ("8x4 x128 pairs", 128, 8, 4, 8, True),
     ("8x4 x128 pairs, 2 groups", 128, 8, 4, 4, True),
 ]
-PLACEMENTS = [  # label, C in registers, stages
+PLACEMENTS = [  # label, C in registers (None: the planner's choice), stages (None: planned)
+    ("planner's choice", None, None),
     ("C in shared memory, planned stages", False, None),
     ("C in registers, one stage", True, 1),
     ("C in registers, two stages", True, 2),
@@ -92,7 +93,8 @@ def block_tflops(desc, plan, repeats=200):
 def batched(plan, gib, beta=0.5):
     """GB/s of execute() with this plan, and its kernel's registers and blocks per SM."""
     m, n, k = plan.m, plan.n, plan.k
-    batch = int(gib * 2**30) // (4 * 4 * m * n)
+    per_item = 4 * (m * k + k * n + (2 if beta else 1) * m * n)
+    batch = int(gib * 2**30) // per_item
     a = cupy.random.standard_normal((batch, m, k), dtype=np.float32)
     b = cupy.random.standard_normal((batch, k, n), dtype=np.float32)
     if plan.a.layout == "col_major":
@@ -102,14 +104,14 @@ def batched(plan, gib, beta=0.5):
     c = cupy.random.standard_normal((batch, m, n), dtype=np.float32)
     c0 = c[:64].copy()
     runtime.execute(plan, a, b, c, 1.0, beta)
-    ref = cupy.matmul(a[:64].astype(np.float64), b[:64].astype(np.float64)) + beta * c0
+    ref = cupy.matmul(a[:64].astype(np.float64), b[:64].astype(np.float64)) + beta * c0.astype(np.float64)
     err = float(cupy.linalg.norm(c[:64] - ref) / cupy.linalg.norm(ref))
     assert err < 1e-5, err
     ms = bench_gpu.time_ms(lambda: runtime.execute(plan, a, b, c, 1.0, beta))
     kernel = runtime.get_kernel(plan)
     regs = cupy.cuda.driver.funcGetAttribute(4, kernel.function.ptr)  # CU_FUNC_ATTRIBUTE_NUM_REGS
     per_sm = kernel.resident_blocks // cupy.cuda.Device().attributes["MultiProcessorCount"]
-    return 4 * 4 * m * n * batch / ms / 1e6, f"{regs} regs, {per_sm} blocks/SM"
+    return per_item * batch / ms / 1e6, f"{regs} regs, {per_sm} blocks/SM"
 
 
 def describe(size, arrangement):
@@ -139,15 +141,19 @@ def main() -> None:
     keeps, stages = planner._keeps_c_in_registers, planner._pipeline_stages
     for size in ((32, 32, 32), (64, 64, 64)):
         for label, in_registers, count in PLACEMENTS:
-            planner._keeps_c_in_registers = lambda plan, r=in_registers: r
+            if in_registers is not None:
+                planner._keeps_c_in_registers = lambda *_, r=in_registers: r
             if count is not None:
                 planner._pipeline_stages = lambda *_, n=count: n
             forget_kernels()
             try:
-                gbs, info = batched(describe(size, ("row_major",) * 3).plan, args.gib)
+                plan = describe(size, ("row_major",) * 3).plan
+                gbs, info = batched(plan, args.gib)
+                gbs0, _ = batched(plan, args.gib, beta=0.0)
             finally:
                 planner._keeps_c_in_registers, planner._pipeline_stages = keeps, stages
-            print(f"  {size[0]}^3 {label:36} {gbs:5.0f} GB/s ({gbs / copy:4.0%}), {info}", flush=True)
+            print(f"  {size[0]}^3 {label:36} {gbs:5.0f} GB/s ({gbs / copy:4.0%}), beta = 0: {gbs0 / copy:4.0%} "
+                  f"of copy; {info}", flush=True)
     forget_kernels()
 
 

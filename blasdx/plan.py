@@ -260,25 +260,30 @@ def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
     return replace(plan, **mats)
 
 
-def _keeps_c_in_registers(plan: GemmPlan) -> bool:
-    """The batched kernel's FMA path holds C in registers (see kernel_plan) where a warp's
-    micro-tiles run along C's contiguous dimension (along n for row-major A, along m for
-    column-major A: the order that suits A's and B's shared-memory loads), so that its
-    global accesses to C coalesce."""
-    return not plan.instruction.is_mma and plan.a.layout == plan.c.layout
+def _keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
+    """Whether the batched kernel's FMA path holds C in registers (see kernel_plan): where
+    staging C in shared memory would leave one stage, and where a warp's micro-tiles run
+    along C's contiguous dimension (along n for row-major A, along m for column-major A:
+    the order that suits A's and B's shared-memory loads), so that its accesses to C
+    coalesce. Where two stages fit with C staged, cp.async fetches C one item ahead, which
+    hides its latency better than loads into registers issued at the start of a short GEMM
+    (benchmarks/ablate_fma.py: 32^3 f32 84% of copy with C staged, 81% in registers; 64^3
+    73% staged in one stage, 78% in registers)."""
+    return not plan.instruction.is_mma and stages_with_c_staged == 1 and plan.a.layout == plan.c.layout
 
 
 @lru_cache(maxsize=1024)
 def kernel_plan(plan: GemmPlan) -> GemmPlan:
     """The plan of the batched kernel behind execute(). Its shared-memory copies of A, B
     and C have padded leading dimensions (global memory keeps the descriptor's), unless the
-    padding would not fit the SM's shared-memory limit. On the FMA path C skips shared
-    memory: each thread reads its micro-tile of C into registers while it computes and
-    writes the result straight back, which leaves room for two stages of A and B. The
-    device function of ``device_source()`` keeps the descriptor's layout in shared memory."""
-    c_in_registers = _keeps_c_in_registers(plan)
+    padding would not fit the SM's shared-memory limit. On the FMA path, where staging C
+    would cost the second stage, C skips shared memory (``_keeps_c_in_registers``): each
+    thread reads its micro-tile of C into registers while it computes and writes the
+    result straight back. The device function of ``device_source()`` keeps the
+    descriptor's layout in shared memory."""
+    limit = SHARED_MEMORY_LIMIT_KIB[plan.sm] * 1024
 
-    def layout(pad: bool) -> tuple[dict[str, MatrixPlan], int]:
+    def layout(pad: bool, c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
         offset, mats = 0, {}
         for x in (plan.a, plan.b, plan.c):
             smem_ld = padded_leading_dimension(x.ld, x.element_size, padding_unit_of(plan.instruction)) if pad else x.ld
@@ -289,10 +294,15 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
             offset += size
         return mats, offset
 
-    mats, size = layout(pad=True)
-    if size > SHARED_MEMORY_LIMIT_KIB[plan.sm] * 1024:
-        mats, size = layout(pad=False)
-    if not c_in_registers and size == plan.shared_memory_size:
+    def fitting_layout(c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
+        mats, size = layout(True, c_in_registers)
+        return (mats, size) if size <= limit else layout(False, c_in_registers)
+
+    mats, size = fitting_layout(False)
+    c_in_registers = _keeps_c_in_registers(plan, _pipeline_stages(plan.sm, size, plan.instruction.is_mma))
+    if c_in_registers:
+        mats, size = fitting_layout(True)
+    elif size == plan.shared_memory_size:
         return plan
     return replace(plan, **mats, shared_memory_size=size, c_in_registers=c_in_registers,
                    pipeline_stages=_pipeline_stages(plan.sm, size, plan.instruction.is_mma))

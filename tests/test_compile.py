@@ -64,16 +64,35 @@ def test_compile_matrix_yields_a_cubin(spec, arch):
     assert compiled.cubin[:4] == b"\x7fELF"
     assert compiled.kernel_name.encode() in compiled.cubin
     # The batched kernel holds one (padded) block GEMM per pipeline stage, two on the FMA
-    # path where four blocks of two stages fit; the FMA path keeps C in registers where A
-    # and C have one layout.
+    # path where four blocks of two stages fit; the FMA path may keep C in registers.
     kplan = kernel_plan(desc.plan)
     fits = 8 * kplan.shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[desc.sm] * 1024
     stages = 2 if desc.sm >= 800 and not kplan.instruction.is_mma and fits else 1
     parts = shared_memory_parts_of(desc._ops)
-    assert kplan.c_in_registers == (not kplan.instruction.is_mma and kplan.a.layout == kplan.c.layout)
+    if kplan.c_in_registers:
+        assert not kplan.instruction.is_mma and kplan.a.layout == kplan.c.layout
     assert kplan.shared_memory_size >= parts["a"] + parts["b"] + (0 if kplan.c_in_registers else parts["c"])
     assert compiled.arch == arch and compiled.shared_memory_size == stages * kplan.shared_memory_size
     assert compiled.block_dim == tuple(desc.block_dim)
+
+
+@pytest.mark.parametrize("size, arrangement, expected", [
+    ((64, 64, 64), "rrr", True),  # staged C would leave one stage
+    ((64, 64, 64), "crc", True),
+    ((64, 64, 64), "rrc", False),  # micro-tiles run along n, column-major C along m
+    ((32, 32, 32), "rrr", False),  # two stages fit with C staged: cp.async fetches it ahead
+])
+def test_batched_fma_kernel_keeps_c_in_registers_where_staging_costs_a_stage(size, arrangement, expected):
+    layouts = {"r": "row_major", "c": "col_major"}
+    desc = Size(*size) + Precision("float32") + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Block()
+    kplan = kernel_plan(desc.plan)
+    assert kplan.c_in_registers == expected
+    assert (kplan.c.smem_bytes == 0) == expected
+    assert ("C read into and written from registers" in desc.explain()) == expected
+    source = desc.source
+    assert ("execute_global_c(alpha" in source) == expected and ("store_c(sc" in source) != expected
+    f16 = Size(*size) + Precision("float16") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+    assert not kernel_plan(f16.plan).c_in_registers  # tensor cores stage C
 
 
 def test_the_archs_design_names_are_covered_by_the_installed_nvrtc():
