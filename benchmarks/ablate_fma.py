@@ -2,6 +2,7 @@
 where the batched kernel keeps C (shared memory or registers) with one or two stages.
 
     python benchmarks/ablate_fma.py [--gib 1.0]
+    python benchmarks/ablate_fma.py --profile "4x4 x256 pairs"   # one block GEMM, for ncu
 
 Variants patch the plan (micro-tile and threads), the rendered context (thread order) or
 the planner's choices (blasdx.plan._keeps_c_in_registers and _pipeline_stages). Every
@@ -114,6 +115,19 @@ def batched(plan, gib, beta=0.5):
     return per_item * batch / ms / 1e6, f"{regs} regs, {per_sm} blocks/SM"
 
 
+def profile(label):
+    """The 64^3 row-major block GEMM of one variant of ORDERS, 50 repeats (the launch after
+    the first, which checks the result, is the one to profile)."""
+    threads, tile_m, tile_n, group_m, pairs = next(v[1:] for v in ORDERS if v[0] == label)
+    base = describe((64, 64, 64), ("row_major",) * 3)
+    desc = base + blasdx.LeadingDimension(*base.suggested_leading_dimension)
+    original = with_pairs(pairs)
+    try:
+        print(label, f"{block_tflops(desc, variant_plan(desc.plan, threads, tile_m, tile_n, group_m), 50):.1f} TFLOP/s")
+    finally:
+        render._context = original
+
+
 def describe(size, arrangement):
     return Size(*size) + Precision("float32") + Arrangement(*arrangement) + SM(900) + Block()
 
@@ -121,7 +135,12 @@ def describe(size, arrangement):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gib", type=float, default=1.0)
+    parser.add_argument("--profile", metavar="VARIANT", help="run only this variant's block GEMM (for ncu; "
+                        "benchmarks/ncu_fma.sh profiles two)")
     args = parser.parse_args()
+    if args.profile:
+        profile(args.profile)
+        return
     copy = bench_gpu.copy_bandwidth(int(args.gib * 2**30))
     print(f"copy {copy:.0f} GB/s; float32, beta = 0.5")
     print("thread order and micro-tile (64^3):")
