@@ -13,5 +13,5 @@ M=$M,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio
 for variant in "4x4 x256 rows" "4x4 x256 pairs" "8x4 x128 pairs" "8x4 x128 pairs, 2 groups"; do
   echo "== $variant"
   ncu --kernel-name repeat_gemm --launch-skip 1 --launch-count 1 --metrics "$M" \
-    python3 benchmarks/ablate_fma.py --profile "$variant" 2>&1 | grep -E "^ +[a-z_]+__" | sed -E 's/ +/ /g'
+    python3 benchmarks/ablate_fma.py --profile "$variant" 2>&1 | grep -E "^ +[a-z0-9_]+__" | sed -E 's/ +/ /g'
 done
