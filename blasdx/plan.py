@@ -23,9 +23,6 @@ if TYPE_CHECKING:
 
 # Accumulator registers one warp may hold for its output tile.
 MAX_WARP_ACCUMULATOR_REGS = 64
-# Outputs one thread accumulates at a time on the FMA path: 2x2 for complex and 64-bit
-# accumulators, 4x4 for the rest, and 8x4 for float where each thread has 32 outputs or
-# more to compute and m is a multiple of 8 (see _fma_micro_tile).
 
 
 @dataclass(frozen=True)
@@ -219,7 +216,9 @@ def make_plan(desc: Descriptor) -> GemmPlan:
 
 
 def _fma_micro_tile(desc: Descriptor, acc: str, threads: int) -> tuple[int, int, int, int]:
-    """(tile_m, tile_n, group_m, group_n) of the FMA path. A float 8x4 micro-tile (two
+    """(tile_m, tile_n, group_m, group_n) of the FMA path: 2x2 for complex and 64-bit
+    accumulators, 8x4 for float32 where each thread has 32 outputs or more and m is a
+    multiple of 8, 4x4 for the rest (never larger than m x n). A float 8x4 micro-tile (two
     groups of four rows, m / 2 apart: whole 8-row blocks would put the two rows of a warp's
     A load in the same banks) moves 12 16-byte shared-memory loads per 128 FMA where 4x4
     moves 8 per 64; benchmarks/ablate_fma.py measures both."""
@@ -267,8 +266,8 @@ def _keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
     the order that suits A's and B's shared-memory loads), so that its accesses to C
     coalesce. Where two stages fit with C staged, cp.async fetches C one item ahead, which
     hides its latency better than loads into registers issued at the start of a short GEMM
-    (benchmarks/ablate_fma.py: 32^3 f32 84% of copy with C staged, 81% in registers; 64^3
-    73% staged in one stage, 78% in registers)."""
+    (benchmarks/ablate_fma.py, two runs on an H200: 32^3 f32 83-84% of copy with C staged,
+    80-81% with C in registers and two stages; 64^3 71-73% staged, 78-79% in registers)."""
     return not plan.instruction.is_mma and stages_with_c_staged == 1 and plan.a.layout == plan.c.layout
 
 

@@ -75,7 +75,7 @@ def _context(plan: GemmPlan, name: str) -> dict:
         "ldmatrix": instr.name in ("mma_f16", "mma_bf16"),
         # int4/uint4/binary: fragments are 32-bit words of k, loaded whole.
         "packed": plan.a.pack > 1,
-        # float FMA: 4x4 micro-tiles read 16 bytes at a time where the layout allows.
+        # float FMA: micro-tiles with sides of 4 or 8 read 16 bytes at a time where the layout allows.
         "fma_vector": (not instr.is_mma and not plan.is_complex and plan.acc_type == "float"
                        and plan.a.cpp_type == plan.b.cpp_type == "float"
                        and plan.tile_m % 4 == 0 and plan.tile_n % 4 == 0
