@@ -235,3 +235,46 @@ extern "C" __global__ void offset_gemm(const g::a_t* a, const g::b_t* b, float* 
     kernel(1, gemm.block_dim, (cupy.asarray(a), b_col, c, np.int32(offset)),
            shared_mem=gemm.shared_memory_size + 32)
     assert relative_error(c.get(), a.astype(np.float64) @ b) < (1e-3 if precision == "float16" else 1e-5)
+
+
+@pytest.mark.parametrize("precisions,offset", [
+    (("float16", "float16", "float16"), 0), (("float16", "float16", "float16"), 2),
+    (("float16", "float16", "float32"), 0), (("float16", "float16", "float32"), 4),
+    (("float64", "float64", "float64"), 0), (("float64", "float64", "float64"), 8),
+], ids=["f16-pairs", "f16-c-2-byte-offset", "f16-f32-pairs", "f16-f32-c-4-byte-offset", "f64-pairs",
+        "f64-c-8-byte-offset"])
+def test_device_function_reads_c_in_pairs_only_where_aligned(precisions, offset):
+    """The tensor-core epilogue reads and writes two neighbours of a row of C as one access
+    where C is aligned to two elements; a C one element off takes them one at a time. Both
+    with beta != 0 (C read) on sizes with a partial tile at the right edge (n odd)."""
+    import cupy
+
+    for size in ((32, 32, 32), (32, 29, 32)):
+        gemm = Size(*size) + Precision(*precisions) + ROW_MAJOR + SM(900) + Block()
+        source = gemm.device_source("g") + r'''
+extern "C" __global__ void c_offset_gemm(const g::a_t* a, const g::b_t* b, g::c_t* c, int offset) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<g::a_t*>(smem + g::a_offset);
+  auto* sb = reinterpret_cast<g::b_t*>(smem + g::b_offset);
+  auto* sc = reinterpret_cast<g::c_t*>(smem + g::c_offset + offset);
+  g::load_a(a, sa);
+  g::load_b(b, sb);
+  g::copy_wait();
+  for (int i = threadIdx.x; i < g::m * g::ldc; i += blockDim.x) sc[i] = c[i];  // C at any offset
+  __syncthreads();
+  g::execute(g::scalar_t(1.5), sa, sb, g::scalar_t(-0.5), sc);
+  for (int i = threadIdx.x; i < g::m * g::ldc; i += blockDim.x) c[i] = sc[i];
+}
+'''
+        kernel = blasdx.compile_kernel(source, "c_offset_gemm")
+        m, n, k = size
+        rng = np.random.default_rng(6)
+        a = rng.standard_normal((m, k)).astype(precisions[0])
+        b = rng.standard_normal((k, n)).astype(precisions[1])
+        c = rng.standard_normal((m, n)).astype(precisions[2])
+        c_dev = cupy.asarray(c)
+        kernel(1, gemm.block_dim, (cupy.asarray(a), cupy.asarray(b), c_dev, np.int32(offset)),
+               shared_mem=gemm.shared_memory_size + 16)
+        ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c.astype(np.float64)
+        tol = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[precisions[2]]
+        assert relative_error(c_dev.get(), ref) < tol, (size, offset)

@@ -14,6 +14,12 @@ struct alignas(2 * sizeof(T)) complex {
   T x, y;
 };
 
+// Two neighbouring elements, moved as one access.
+template <class T>
+struct alignas(2 * sizeof(T)) pair {
+  T x, y;
+};
+
 template <class T> struct is_complex { static constexpr bool value = false; };
 template <class T> struct is_complex<complex<T>> { static constexpr bool value = true; };
 

@@ -14,6 +14,12 @@ struct alignas(2 * sizeof(T)) complex {
   T x, y;
 };
 
+// Two neighbouring elements, moved as one access.
+template <class T>
+struct alignas(2 * sizeof(T)) pair {
+  T x, y;
+};
+
 template <class T> struct is_complex { static constexpr bool value = false; };
 template <class T> struct is_complex<complex<T>> { static constexpr bool value = true; };
 
@@ -348,6 +354,54 @@ __device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
+constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
+// Fragment values v and v + 1 are neighbouring columns of one row: column-major C takes them one at a time.
+constexpr bool c_pairs = false;
+using c_pair_t = blasdx::pair<c_t>;
+
+// Two neighbouring outputs C(r, col) and C(r, col + 1), as update_c, with one load and one store.
+template <class Acc, class CLoad, class CStore>
+__device__ __forceinline__ void update_c_pair(c_t* sc, int r, int col, const Acc& acc0, const Acc& acc1,
+                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                              const CStore& c_store) {
+  scalar_t v0 = blasdx::zero<scalar_t>(), v1 = blasdx::zero<scalar_t>();
+  if (!blasdx::is_zero(alpha)) {
+    v0 = alpha * blasdx::convert<scalar_t>(acc0);
+    v1 = alpha * blasdx::convert<scalar_t>(acc1);
+  }
+  c_pair_t* p = reinterpret_cast<c_pair_t*>(sc + c_index(r, col));
+  if (!blasdx::is_zero(beta)) {
+    const c_pair_t old = *p;
+    v0 = v0 + beta * c_load(blasdx::convert<scalar_t>(old.x));
+    v1 = v1 + beta * c_load(blasdx::convert<scalar_t>(old.y));
+  }
+  *p = c_pair_t{blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v0)),
+                blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col + 1, v1))};
+}
+
+// C = alpha * acc + beta * C on a warp's tile at (m0, n0), values (v, v + 1) as one pair
+// where Pairs (both inside n), else one by one.
+template <bool Pairs, class CLoad, class CStore>
+__device__ __forceinline__ void store_tile(const mma_acc_t (&acc)[pm][pn][c_vals], c_t* sc, int m0, int n0, int g,
+                                           int t, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                           const CStore& c_store) {
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; ++j)
+#pragma unroll
+      for (int v = 0; v < c_vals; v += 2) {
+        const int r = m0 + i * im + c_row(v, g, t), col = n0 + j * in_ + c_col(v, g, t);
+        if (Pairs && (whole_tiles || (r < m && col + 1 < n))) {
+          update_c_pair(sc, r, col, acc[i][j][v], acc[i][j][v + 1], alpha, beta, c_load, c_store);
+        } else if (whole_tiles || r < m) {
+          if (whole_tiles || col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
+          if (whole_tiles || col + 1 < n) update_c(sc, r, col + 1, acc[i][j][v + 1], alpha, beta, c_load, c_store);
+        }
+      }
+}
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
@@ -356,6 +410,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   const int rank = blasdx::thread_rank();
   if (rank < warps * 32) {
     const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
+    const bool c_pairs_ok = c_pairs && (reinterpret_cast<unsigned long long>(sc) & (2 * sizeof(c_t) - 1)) == 0;
     for (int tile = warp; tile < tiles; tile += warps) {
       const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
       mma_acc_t acc[pm][pn][c_vals];
@@ -377,15 +432,8 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 #pragma unroll
           for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
       }
-#pragma unroll
-      for (int i = 0; i < pm; ++i)
-#pragma unroll
-        for (int j = 0; j < pn; ++j)
-#pragma unroll
-          for (int v = 0; v < c_vals; ++v) {
-            const int r = m0 + i * im + c_row(v, g, t), col = n0 + j * in_ + c_col(v, g, t);
-            if (r < m && col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
-          }
+      if (c_pairs_ok) store_tile<true>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
+      else store_tile<false>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
     }
   }
   __syncthreads();
