@@ -189,12 +189,20 @@ template <> struct vector_of<16> { using type = uint4; };
 template <int Outer, int InnerBytes, int SrcLdBytes, int DstLdBytes, int Bytes, int Threads, bool Async>
 __device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) {
   using vec = typename vector_of<Bytes>::type;
-  constexpr int per_run = InnerBytes / Bytes;
+  constexpr int per_run = InnerBytes / Bytes, total = Outer * per_run;
+  constexpr int rounds = (total + Threads - 1) / Threads;
+  // Where Threads is a multiple of per_run, a thread keeps its place in a run and moves on
+  // Threads / per_run runs each round: past the first round the offsets are constants.
+  constexpr bool same_place = Threads % per_run == 0;
   if (rank >= Threads) return;
   const char* s = static_cast<const char*>(src);
   char* d = static_cast<char*>(dst);
-  for (int i = rank; i < Outer * per_run; i += Threads) {
-    const int run = i / per_run, within = (i % per_run) * Bytes;
+#pragma unroll (rounds <= 16 ? rounds : 4)
+  for (int round = 0; round < rounds; ++round) {
+    const int i = rank + round * Threads;
+    if (total % Threads != 0 && i >= total) break;
+    const int run = same_place ? rank / per_run + round * (Threads / per_run) : i / per_run;
+    const int within = (same_place ? rank % per_run : i % per_run) * Bytes;
     const char* from = s + run * SrcLdBytes + within;
     char* to = d + run * DstLdBytes + within;
 #if __CUDA_ARCH__ >= 800
