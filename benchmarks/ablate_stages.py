@@ -1,9 +1,10 @@
-"""Ablation: the batched kernel with one or two items in flight per block, same run.
+"""Ablation: the batched kernel with one or two items in flight per block, and with C
+staged in shared memory instead of where the planner puts it, same run.
 
     python benchmarks/ablate_stages.py [--gib 1.0]
 
-Patches the planner's stage choice (blasdx.plan._pipeline_stages) for the second pass;
-prints GB/s and the share of copy bandwidth for both.
+Patches the planner's choices (blasdx.plan._pipeline_stages, _keeps_c_in_registers);
+prints GB/s and the share of copy bandwidth for each variant.
 """
 
 from __future__ import annotations
@@ -22,17 +23,19 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=1.0)
     args = parser.parse_args()
     copy = bench_gpu.copy_bandwidth(int(args.gib * 2**30))
-    chosen = plan._pipeline_stages
+    chosen, keeps = plan._pipeline_stages, plan._keeps_c_in_registers
     results = {}
-    for label, stages in (("planner's choice", chosen), ("one stage", lambda *_: 1),
-                          ("two stages", lambda sm, size, mma: chosen(sm, size, False))):
-        plan._pipeline_stages = stages
+    for label, stages, placement in (
+            ("planner's choice", chosen, keeps), ("one stage", lambda *_: 1, keeps),
+            ("two stages", lambda sm, size, mma: chosen(sm, size, False), keeps),
+            ("C staged", chosen, lambda *_: False)):
+        plan._pipeline_stages, plan._keeps_c_in_registers = stages, placement
         plan.kernel_plan.cache_clear()  # and every cache of compiled or loaded kernels after it
         compiler._compiled_plans.clear()
         runtime._loaded.clear()
         runtime._bound.clear()
         results[label] = [bench_gpu.batched_case(size, prec, args.gib) for size, prec in bench_gpu.CASES]
-    plan._pipeline_stages = chosen
+    plan._pipeline_stages, plan._keeps_c_in_registers = chosen, keeps
     print(f"copy {copy:.0f} GB/s")
     print(f"{'case':22} " + " ".join(f"{label:>18}" for label in results))
     for i in range(len(bench_gpu.CASES)):

@@ -24,6 +24,7 @@ CASES = {  # label: (m, n, k), (a, b, c)
     "64 f16": ((64, 64, 64), ("float16", "float16", "float16")),
     "128 f16": ((128, 128, 64), ("float16", "float16", "float16")),
     "64 f32": ((64, 64, 64), ("float32", "float32", "float32")),
+    "16 f64": ((16, 16, 16), ("float64", "float64", "float64")),
     "32 f64": ((32, 32, 32), ("float64", "float64", "float64")),
 }
 

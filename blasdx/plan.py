@@ -260,15 +260,29 @@ def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
 
 
 def _keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
-    """Whether the batched kernel's FMA path holds C in registers (see kernel_plan): where
-    staging C in shared memory would leave one stage, and where a warp's micro-tiles run
-    along C's contiguous dimension (along n for row-major A, along m for column-major A:
-    the order that suits A's and B's shared-memory loads), so that its accesses to C
-    coalesce. Where two stages fit with C staged, cp.async fetches C one item ahead, which
-    hides its latency better than loads into registers issued at the start of a short GEMM
-    (benchmarks/ablate_fma.py, two runs on an H200: 32^3 f32 83-84% of copy with C staged,
-    80-81% with C in registers and two stages; 64^3 71-73% staged, 78-79% in registers)."""
-    return not plan.instruction.is_mma and stages_with_c_staged == 1 and plan.a.layout == plan.c.layout
+    """Whether the batched kernel holds C in registers, between global memory and the
+    products, instead of staging it in shared memory (see kernel_plan).
+
+    Tensor cores: where C is row-major with 8-byte elements (float64, int64), aligned so
+    that a fragment's two neighbouring outputs of a row move as one 16-byte access. Shared
+    memory then holds A and B only, so more blocks fit, and C skips the shared-memory round
+    trip (benchmarks/ablate_stages.py, H200: 32^3 f64 94% of copy against 92% staged, 16^3
+    96% against 95%). Narrower C stays staged: 64^3 f16 -> f32 with its float32 C in
+    registers fell from 89% to 69% (32 more registers a thread, and the loads of C wait at
+    the end of a short loop over k where cp.async had fetched C with A and B).
+
+    FMA: where staging C in shared memory would leave one stage, and where a warp's
+    micro-tiles run along C's contiguous dimension (along n for row-major A, along m for
+    column-major A: the order that suits A's and B's shared-memory loads), so that its
+    accesses to C coalesce. Where two stages fit with C staged, cp.async fetches C one item
+    ahead, which hides its latency better than loads into registers issued at the start of
+    a short GEMM (benchmarks/ablate_fma.py, two runs on an H200: 32^3 f32 83-84% of copy
+    with C staged, 80-81% with C in registers and two stages; 64^3 71-73% staged, 78-79% in
+    registers)."""
+    c = plan.c
+    if plan.instruction.is_mma:
+        return c.layout == "row_major" and c.element_size == 8 and c.vector_bytes == 16
+    return stages_with_c_staged == 1 and plan.a.layout == c.layout
 
 
 @lru_cache(maxsize=1024)

@@ -113,6 +113,29 @@ def test_float_fma_micro_tiles_in_every_arrangement(size, arrangement):
     run_and_check(desc, _rng(), batch=2, beta=0, seed=SEED)  # C poisoned: never read
 
 
+TENSOR_C_IN_REGISTERS = [PRECISIONS[6], PRECISIONS[11]]
+TENSOR_C_SIZES = [(32, 32, 32), (30, 30, 30), (64, 64, 64), (48, 40, 24)]
+
+
+@pytest.mark.parametrize("prec", TENSOR_C_IN_REGISTERS, ids=["f64", "u8s8-s64"])
+@pytest.mark.parametrize("size", TENSOR_C_SIZES, ids=["x".join(map(str, s)) for s in TENSOR_C_SIZES])
+def test_tensor_core_c_in_registers(prec, size):
+    """Row-major C of 8-byte elements skips shared memory on the tensor-core path: pairs of
+    neighbouring outputs read into registers and written straight back (16 bytes); 30x30 and
+    48x40 leave partial warp tiles; a padded C (ld n + 2) must keep its padding; beta = 0
+    never reads the poisoned C."""
+    from blasdx.plan import kernel_plan, with_alignment
+
+    for a_layout in ("row_major", "col_major"):
+        desc = describe(prec, size=size, arrangement=(a_layout, "col_major", "row_major"))
+        assert kernel_plan(with_alignment(desc.plan, (16, 16, 16))).c_in_registers
+        beta = 1 if prec[2].startswith(("int", "uint")) else 0.5
+        run_and_check(desc, _rng(), batch=5, alpha=1 if beta == 1 else 1.5, beta=beta, seed=SEED)
+        run_and_check(desc, _rng(), batch=2, beta=0, seed=SEED)
+    padded = desc.replace(LeadingDimension(desc.leading_dimension[0], desc.leading_dimension[1], size[1] + 2))
+    run_and_check(padded, _rng(), batch=3, beta=beta, seed=SEED)
+
+
 def test_suggested_leading_dimension_runs():
     desc = describe(PRECISIONS[0], size=(64, 64, 64))
     run_and_check(desc.replace(LeadingDimension(*desc.suggested_leading_dimension)), _rng(), seed=SEED)

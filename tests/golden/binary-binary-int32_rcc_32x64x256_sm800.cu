@@ -424,6 +424,36 @@ __device__ __forceinline__ void store_tile(const mma_acc_t (&acc)[pm][pn][c_vals
       }
 }
 
+// acc = the warp tile at (m0, n0) of op(a_load(A)) * op(b_load(B)), for lane `lane`.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void multiply_tile(mma_acc_t (&acc)[pm][pn][c_vals], const a_t* sa, const b_t* sb, int m0,
+                                              int n0, int lane, const ALoad& a_load, const BLoad& b_load) {
+  const int g = lane >> 2, t = lane & 3;
+  static_assert(blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value,
+                "blasdx: packed binary/binary operands take no a_load/b_load hooks");
+  // Whole-word loads need 4-byte aligned runs; otherwise words are assembled byte by byte.
+  const bool a_words = word_runs && (reinterpret_cast<unsigned long long>(sa) & 3) == 0;
+  const bool b_words = word_runs && (reinterpret_cast<unsigned long long>(sb) & 3) == 0;
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; ++j)
+#pragma unroll
+      for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
+  for (int k0 = 0; k0 < k_bytes; k0 += ik) {
+    frag_t fa[pm][a_regs];
+    frag_t fb[pn][b_regs];
+#pragma unroll
+    for (int i = 0; i < pm; ++i) load_packed_a(fa[i], sa, m0 + i * im, k0, g, t, a_words);
+#pragma unroll
+    for (int j = 0; j < pn; ++j) load_packed_b(fb[j], sb, k0, n0 + j * in_, g, t, b_words);
+#pragma unroll
+    for (int i = 0; i < pm; ++i)
+#pragma unroll
+      for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
+  }
+}
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
@@ -433,32 +463,10 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   if (rank < warps * 32) {
     const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
     const bool c_pairs_ok = c_pairs && (reinterpret_cast<unsigned long long>(sc) & (2 * sizeof(c_t) - 1)) == 0;
-    static_assert(blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value,
-                  "blasdx: packed binary/binary operands take no a_load/b_load hooks");
-    // Whole-word loads need 4-byte aligned runs; otherwise words are assembled byte by byte.
-    const bool a_words = word_runs && (reinterpret_cast<unsigned long long>(sa) & 3) == 0;
-    const bool b_words = word_runs && (reinterpret_cast<unsigned long long>(sb) & 3) == 0;
     for (int tile = warp; tile < tiles; tile += warps) {
       const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
       mma_acc_t acc[pm][pn][c_vals];
-#pragma unroll
-      for (int i = 0; i < pm; ++i)
-#pragma unroll
-        for (int j = 0; j < pn; ++j)
-#pragma unroll
-          for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
-      for (int k0 = 0; k0 < k_bytes; k0 += ik) {
-        frag_t fa[pm][a_regs];
-        frag_t fb[pn][b_regs];
-#pragma unroll
-        for (int i = 0; i < pm; ++i) load_packed_a(fa[i], sa, m0 + i * im, k0, g, t, a_words);
-#pragma unroll
-        for (int j = 0; j < pn; ++j) load_packed_b(fb[j], sb, k0, n0 + j * in_, g, t, b_words);
-#pragma unroll
-        for (int i = 0; i < pm; ++i)
-#pragma unroll
-          for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
-      }
+      multiply_tile(acc, sa, sb, m0, n0, lane, a_load, b_load);
       if (c_pairs_ok) store_tile<true>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
       else store_tile<false>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
     }

@@ -309,6 +309,11 @@ __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc
   *p = blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
 }
 
+// C(r, col) in global memory, for execute_global_c in the batched kernel.
+__device__ __forceinline__ long long global_c_index(int r, int col) {
+  return static_cast<long long>(r) * global_ldc + col;
+}
+
 
 // FMA: each thread accumulates 2x2 outputs in acc_t.
 constexpr int tile_m = 2, tile_n = 2, tiles_m = 8, tiles_n = 8;
@@ -394,9 +399,6 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // global_ldc). Each thread reads its micro-tile of C into registers before its products
 // (the loads overlap them) and writes the result straight back, 16 bytes at a time along C's rows
 // where the tile is whole (not here: C is not float with 16-byte aligned runs). No barrier at the end: the caller synchronizes.
-__device__ __forceinline__ long long global_c_index(int r, int col) {
-  return static_cast<long long>(r) * global_ldc + col;
-}
 constexpr bool c_vector = false;
 
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,

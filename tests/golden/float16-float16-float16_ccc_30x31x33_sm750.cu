@@ -464,6 +464,62 @@ __device__ __forceinline__ void store_tile(const mma_acc_t (&acc)[pm][pn][c_vals
       }
 }
 
+// acc = the warp tile at (m0, n0) of op(a_load(A)) * op(b_load(B)), for lane `lane`.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void multiply_tile(mma_acc_t (&acc)[pm][pn][c_vals], const a_t* sa, const b_t* sb, int m0,
+                                              int n0, int lane, const ALoad& a_load, const BLoad& b_load) {
+  const int g = lane >> 2, t = lane & 3;
+  // ldmatrix needs 16-byte aligned rows and no load hook; otherwise fragments load element-wise.
+  const bool ldmatrix_a_ok = lda % 8 == 0 && blasdx::is_same<ALoad, blasdx::identity>::value &&
+                             (reinterpret_cast<unsigned long long>(sa) & 15) == 0;
+  const bool ldmatrix_b_ok = ldb % 8 == 0 && blasdx::is_same<BLoad, blasdx::identity>::value &&
+                             (reinterpret_cast<unsigned long long>(sb) & 15) == 0;
+  // Every fragment of every tile by ldmatrix: no per-fragment checks in the loop over k.
+  const bool all_ldmatrix = whole_tiles && k % ik == 0 && pn % 2 == 0 && ldmatrix_a_ok && ldmatrix_b_ok;
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; ++j)
+#pragma unroll
+      for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
+  for (int k0 = 0; k0 < k; k0 += ik) {
+    frag_t fa[pm][a_regs];
+    frag_t fb[pn][b_regs];
+    if (all_ldmatrix) {
+#pragma unroll
+      for (int i = 0; i < pm; ++i) ldmatrix_a(fa[i], sa, m0 + i * im, k0, lane);
+#pragma unroll
+      for (int j = 0; j < pn; j += 2) ldmatrix_b2(fb[j], fb[j + 1], sb, k0, n0 + j * in_, lane);
+#pragma unroll
+      for (int i = 0; i < pm; ++i)
+#pragma unroll
+        for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
+      continue;
+    }
+    const bool whole_k = k0 + ik <= k;
+#pragma unroll
+    for (int i = 0; i < pm; ++i) {
+      if (ldmatrix_a_ok && whole_k && m0 + i * im + im <= m) ldmatrix_a(fa[i], sa, m0 + i * im, k0, lane);
+      else load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
+    }
+#pragma unroll
+    for (int j = 0; j < pn; j += 2) {
+      const int n1 = n0 + j * in_;
+      if (j + 1 < pn && ldmatrix_b_ok && whole_k && n1 + 2 * in_ <= n) {
+        ldmatrix_b2(fb[j], fb[j + 1], sb, k0, n1, lane);
+      } else {
+        if (ldmatrix_b_ok && whole_k && n1 + in_ <= n) ldmatrix_b1(fb[j], sb, k0, n1, lane);
+        else load_fragment_b(fb[j], sb, k0, n1, g, t, b_load);
+        if (j + 1 < pn) load_fragment_b(fb[j + 1], sb, k0, n1 + in_, g, t, b_load);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < pm; ++i)
+#pragma unroll
+      for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
+  }
+}
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
@@ -473,58 +529,10 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   if (rank < warps * 32) {
     const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
     const bool c_pairs_ok = c_pairs && (reinterpret_cast<unsigned long long>(sc) & (2 * sizeof(c_t) - 1)) == 0;
-    // ldmatrix needs 16-byte aligned rows and no load hook; otherwise fragments load element-wise.
-    const bool ldmatrix_a_ok = lda % 8 == 0 && blasdx::is_same<ALoad, blasdx::identity>::value &&
-                               (reinterpret_cast<unsigned long long>(sa) & 15) == 0;
-    const bool ldmatrix_b_ok = ldb % 8 == 0 && blasdx::is_same<BLoad, blasdx::identity>::value &&
-                               (reinterpret_cast<unsigned long long>(sb) & 15) == 0;
-    // Every fragment of every tile by ldmatrix: no per-fragment checks in the loop over k.
-    const bool all_ldmatrix = whole_tiles && k % ik == 0 && pn % 2 == 0 && ldmatrix_a_ok && ldmatrix_b_ok;
     for (int tile = warp; tile < tiles; tile += warps) {
       const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
       mma_acc_t acc[pm][pn][c_vals];
-#pragma unroll
-      for (int i = 0; i < pm; ++i)
-#pragma unroll
-        for (int j = 0; j < pn; ++j)
-#pragma unroll
-          for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
-      for (int k0 = 0; k0 < k; k0 += ik) {
-        frag_t fa[pm][a_regs];
-        frag_t fb[pn][b_regs];
-        if (all_ldmatrix) {
-#pragma unroll
-          for (int i = 0; i < pm; ++i) ldmatrix_a(fa[i], sa, m0 + i * im, k0, lane);
-#pragma unroll
-          for (int j = 0; j < pn; j += 2) ldmatrix_b2(fb[j], fb[j + 1], sb, k0, n0 + j * in_, lane);
-#pragma unroll
-          for (int i = 0; i < pm; ++i)
-#pragma unroll
-            for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
-          continue;
-        }
-        const bool whole_k = k0 + ik <= k;
-#pragma unroll
-        for (int i = 0; i < pm; ++i) {
-          if (ldmatrix_a_ok && whole_k && m0 + i * im + im <= m) ldmatrix_a(fa[i], sa, m0 + i * im, k0, lane);
-          else load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
-        }
-#pragma unroll
-        for (int j = 0; j < pn; j += 2) {
-          const int n1 = n0 + j * in_;
-          if (j + 1 < pn && ldmatrix_b_ok && whole_k && n1 + 2 * in_ <= n) {
-            ldmatrix_b2(fb[j], fb[j + 1], sb, k0, n1, lane);
-          } else {
-            if (ldmatrix_b_ok && whole_k && n1 + in_ <= n) ldmatrix_b1(fb[j], sb, k0, n1, lane);
-            else load_fragment_b(fb[j], sb, k0, n1, g, t, b_load);
-            if (j + 1 < pn) load_fragment_b(fb[j + 1], sb, k0, n1 + in_, g, t, b_load);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < pm; ++i)
-#pragma unroll
-          for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
-      }
+      multiply_tile(acc, sa, sb, m0, n0, lane, a_load, b_load);
       if (c_pairs_ok) store_tile<true>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
       else store_tile<false>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
     }

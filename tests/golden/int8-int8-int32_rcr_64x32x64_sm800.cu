@@ -410,6 +410,31 @@ __device__ __forceinline__ void store_tile(const mma_acc_t (&acc)[pm][pn][c_vals
       }
 }
 
+// acc = the warp tile at (m0, n0) of op(a_load(A)) * op(b_load(B)), for lane `lane`.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void multiply_tile(mma_acc_t (&acc)[pm][pn][c_vals], const a_t* sa, const b_t* sb, int m0,
+                                              int n0, int lane, const ALoad& a_load, const BLoad& b_load) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; ++j)
+#pragma unroll
+      for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
+  for (int k0 = 0; k0 < k; k0 += ik) {
+    frag_t fa[pm][a_regs];
+    frag_t fb[pn][b_regs];
+#pragma unroll
+    for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
+#pragma unroll
+    for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t, b_load);
+#pragma unroll
+    for (int i = 0; i < pm; ++i)
+#pragma unroll
+      for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
+  }
+}
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
@@ -422,24 +447,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
     for (int tile = warp; tile < tiles; tile += warps) {
       const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
       mma_acc_t acc[pm][pn][c_vals];
-#pragma unroll
-      for (int i = 0; i < pm; ++i)
-#pragma unroll
-        for (int j = 0; j < pn; ++j)
-#pragma unroll
-          for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
-      for (int k0 = 0; k0 < k; k0 += ik) {
-        frag_t fa[pm][a_regs];
-        frag_t fb[pn][b_regs];
-#pragma unroll
-        for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
-#pragma unroll
-        for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t, b_load);
-#pragma unroll
-        for (int i = 0; i < pm; ++i)
-#pragma unroll
-          for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
-      }
+      multiply_tile(acc, sa, sb, m0, n0, lane, a_load, b_load);
       if (c_pairs_ok) store_tile<true>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
       else store_tile<false>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
     }

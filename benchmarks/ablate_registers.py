@@ -1,0 +1,83 @@
+"""Ablation: the batched kernel's register budget, same run. Each case is compiled as
+planned and with ``__launch_bounds__(threads, N)`` for the resident blocks N that shared
+memory allows (and the counts given by --blocks), which caps registers at
+65536 / (N * threads); prints registers and spills (cuobjdump) and GB/s for each.
+
+    python benchmarks/ablate_registers.py [--gib 1.0] [--blocks 20 24] [--only "32x32x32 f16"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+
+import bench_gpu
+import cupy
+
+import blasdx.compiler as compiler
+import blasdx.plan as planner
+import blasdx.render as render
+import blasdx.runtime as runtime
+from blasdx import SM, Arrangement, Block, Precision, Size
+
+ORIGINAL = render.render_kernel
+
+
+def forget_kernels():
+    planner.kernel_plan.cache_clear()
+    compiler._compiled_plans.clear()
+    runtime._loaded.clear()
+    runtime._bound.clear()
+
+
+def with_min_blocks(blocks: int | None):
+    def rendered(plan, fusion=render.NO_FUSION):
+        source = ORIGINAL(plan, fusion)
+        if blocks:
+            source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {blocks})", source, count=1)
+        return source
+    render.render_kernel = rendered
+    forget_kernels()
+
+
+def resources(desc) -> str:
+    """Registers and local memory (spills) per thread of the kernel batched_case ran."""
+    compiled = compiler.compile_plan(planner.with_alignment(desc.plan, (16, 16, 16)), 900)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.cubin)
+        f.flush()
+        function = cupy.RawModule(path=f.name).get_function(compiled.kernel_name)
+    return f"{function.num_regs} regs, {function.local_size_bytes} B local"
+
+
+def smem_blocks(desc) -> int:
+    plan = planner.kernel_plan(desc.plan)
+    per_sm = cupy.cuda.Device().attributes["MaxSharedMemoryPerMultiprocessor"]
+    return min(32, 2048 // plan.threads, per_sm // (plan.kernel_shared_memory_size + 1024))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gib", type=float, default=1.0)
+    parser.add_argument("--blocks", type=int, nargs="*", default=[])
+    parser.add_argument("--only", default="", help="cases whose label contains this, e.g. '32x32x32 f16'")
+    args = parser.parse_args()
+    copy = bench_gpu.copy_bandwidth(int(args.gib * 2**30))
+    print(f"copy {copy:.0f} GB/s")
+    for size, prec in bench_gpu.CASES:
+        label = f"{size[0]}x{size[1]}x{size[2]} {prec[0][0]}{prec[0][-2:]}"
+        if args.only not in label:
+            continue
+        desc = Size(*size) + Precision(*prec) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+        cells = []
+        for blocks in [None, smem_blocks(desc), *args.blocks]:
+            with_min_blocks(blocks)
+            row = bench_gpu.batched_case(size, prec, args.gib)
+            cells.append(f"{blocks or 'plan'}: {resources(desc)}, {row['GB/s'] / copy:.0%}")
+        print(f"{row['case']:22} " + " | ".join(cells))
+    with_min_blocks(None)
+
+
+if __name__ == "__main__":
+    main()
