@@ -1,5 +1,5 @@
 """Ablation: the batched kernel with one or two items in flight per block, and with C
-staged in shared memory instead of where the planner puts it, same run.
+staged in shared memory or held in registers wherever the planner puts it, same run.
 
     python benchmarks/ablate_stages.py [--gib 1.0]
 
@@ -28,7 +28,7 @@ def main() -> None:
     for label, stages, placement in (
             ("planner's choice", chosen, keeps), ("one stage", lambda *_: 1, keeps),
             ("two stages", lambda sm, size, mma: chosen(sm, size, False), keeps),
-            ("C staged", chosen, lambda *_: False)):
+            ("C staged", chosen, lambda *_: False), ("C in registers", chosen, lambda *_: True)):
         plan._pipeline_stages, plan._keeps_c_in_registers = stages, placement
         plan.kernel_plan.cache_clear()  # and every cache of compiled or loaded kernels after it
         compiler._compiled_plans.clear()

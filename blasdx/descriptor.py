@@ -131,6 +131,15 @@ def padding_unit_of(instruction: Instruction) -> int:
 _execute: Any = None
 
 
+def takes_float_micro_tiles(precision: Mapping[str, str], is_complex: bool, m: int, n: int) -> bool:
+    """Whether the FMA path can give a thread an 8x4 float micro-tile: real float32 A and B
+    (accumulated in float, so C is not float64) and m, n multiples of 8 and 4. The plan
+    takes it where each thread has 32 outputs or more (plan._fma_micro_tile), and
+    ``suggested_block_dim`` asks for that many threads where m * n >= 4096."""
+    return (not is_complex and precision["a"] == precision["b"] == "float32" and precision["c"] != "float64"
+            and m % 8 == 0 and n % 4 == 0)
+
+
 def _runtime_execute() -> Any:
     """blasdx.runtime.execute, imported on first use (a relative import inside execute()
     would cost a microsecond or two on every call)."""
@@ -304,11 +313,12 @@ class Descriptor:
     @property
     def suggested_block_dim(self) -> XYZ:
         """One warp per 32 x 32 outputs (tensor cores; float32 FMA with 4096 outputs or
-        more, where each thread computes an 8x4 micro-tile) or per 16 x 32 outputs (the other
-        FMA GEMMs), rounded up to whole warps, between 32 and 256 threads: ``(threads, 1, 1)``."""
+        more, where each thread computes an 8x4 micro-tile: ``takes_float_micro_tiles``) or
+        per 16 x 32 outputs (the other FMA GEMMs), rounded up to whole warps, between 32 and
+        256 threads: ``(threads, 1, 1)``."""
         m, n, _ = self.size
-        large_float = (not self.is_complex and tuple(self.precision) == ("float32",) * 3
-                       and m % 8 == 0 and n % 4 == 0 and m * n >= 4096)
+        precision = dict(zip("abc", self.precision))
+        large_float = takes_float_micro_tiles(precision, self.is_complex, m, n) and m * n >= 4096
         per_thread = 32 if self.instruction.is_mma or large_float else 16
         threads = _round_up(math.ceil(m * n / per_thread), 32)
         return XYZ(min(256, max(32, threads)), 1, 1)

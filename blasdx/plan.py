@@ -13,7 +13,12 @@ from dataclasses import asdict, astuple, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from .descriptor import padded_leading_dimension, padding_unit_of, shared_memory_parts_of
+from .descriptor import (
+    padded_leading_dimension,
+    padding_unit_of,
+    shared_memory_parts_of,
+    takes_float_micro_tiles,
+)
 from .instructions import Instruction
 from .precision import PRECISIONS, short_code
 from .rules import SHARED_MEMORY_LIMIT_KIB
@@ -217,17 +222,18 @@ def make_plan(desc: Descriptor) -> GemmPlan:
 
 def _fma_micro_tile(desc: Descriptor, acc: str, threads: int) -> tuple[int, int, int, int]:
     """(tile_m, tile_n, group_m, group_n) of the FMA path: 2x2 for complex and 64-bit
-    accumulators, 8x4 for float32 where each thread has 32 outputs or more and m is a
-    multiple of 8, 4x4 for the rest (never larger than m x n). A float 8x4 micro-tile (two
-    groups of four rows, m / 2 apart: whole 8-row blocks would put the two rows of a warp's
-    A load in the same banks) moves 12 16-byte shared-memory loads per 128 FMA where 4x4
-    moves 8 per 64; benchmarks/ablate_fma.py measures both."""
+    accumulators, 8x4 where ``takes_float_micro_tiles`` (float32 A and B; m, n multiples of
+    8, 4) and each thread has 32 outputs or more, 4x4 for the rest (never larger than
+    m x n). A float 8x4 micro-tile (two groups of four rows, m / 2 apart: whole 8-row blocks
+    would put the two rows of a warp's A load in the same banks) moves 12 16-byte
+    shared-memory loads per 128 FMA where 4x4 moves 8 per 64; benchmarks/ablate_fma.py
+    measures both."""
     m, n, _ = desc.size
     if desc.is_complex or acc in ("double", "long long", "unsigned long long"):
         tile_m, tile_n = min(2, m), min(2, n)
         return tile_m, tile_n, tile_m, tile_n
-    floats = acc == "float" and desc.precision.a == desc.precision.b == "float32"
-    if floats and m % 8 == 0 and n % 4 == 0 and m * n >= 32 * threads:
+    precision = dict(zip("abc", desc.precision))
+    if takes_float_micro_tiles(precision, desc.is_complex, m, n) and m * n >= 32 * threads:
         return 8, 4, 4, 4
     tile_m, tile_n = min(4, m), min(4, n)
     return tile_m, tile_n, tile_m, tile_n
@@ -263,13 +269,18 @@ def _keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
     """Whether the batched kernel holds C in registers, between global memory and the
     products, instead of staging it in shared memory (see kernel_plan).
 
-    Tensor cores: where C is row-major with 8-byte elements (float64, int64), aligned so
-    that a fragment's two neighbouring outputs of a row move as one 16-byte access. Shared
-    memory then holds A and B only, so more blocks fit, and C skips the shared-memory round
-    trip (benchmarks/ablate_stages.py, H200: 32^3 f64 94% of copy against 92% staged, 16^3
-    96% against 95%). Narrower C stays staged: 64^3 f16 -> f32 with its float32 C in
-    registers fell from 89% to 69% (32 more registers a thread, and the loads of C wait at
-    the end of a short loop over k where cp.async had fetched C with A and B).
+    Tensor cores, row-major C whose two neighbouring outputs of a fragment row move as one
+    aligned access:
+    - 8-byte elements (float64, int64): 16-byte pairs. Shared memory then holds A and B
+      only, so more blocks fit, and C skips the shared-memory round trip
+      (benchmarks/ablate_stages.py, H200: 32^3 f64 94-95% of copy against 92-94% staged,
+      16^3 96-97% against 95-96%).
+    - 16-bit elements, where one warp's tile is the whole of C and a row of C is at most
+      64 bytes: 32^3 f16 86-89% against 80-85% staged, 16^3 79% against 70%, 64x32x32 91%
+      against 83%. Measured, not explained: 16-bit C with 128-byte rows collapses in
+      registers (64^3 f16 43-46% against 91%, 32x64x32 81% against 90%); C split among
+      several warps gains nothing (32^3 over 4 warps 81% against 84%); float32 C lost
+      (64^3 f16 -> f32 70% against 89%). Those stay staged.
 
     FMA: where staging C in shared memory would leave one stage, and where a warp's
     micro-tiles run along C's contiguous dimension (along n for row-major A, along m for
@@ -281,7 +292,9 @@ def _keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
     registers)."""
     c = plan.c
     if plan.instruction.is_mma:
-        return c.layout == "row_major" and c.element_size == 8 and c.vector_bytes == 16
+        if c.layout != "row_major" or c.vector_bytes < 2 * c.element_size:
+            return False
+        return c.element_size == 8 or (c.element_size == 2 and plan.tiles == 1 and c.ld * 2 <= 64)
     return stages_with_c_staged == 1 and plan.a.layout == c.layout
 
 

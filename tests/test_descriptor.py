@@ -153,6 +153,9 @@ def test_suggested_block_dim_formula():
     assert (Size(32, 32, 32) + Precision("float32") + SM(900)).suggested_block_dim == (64, 1, 1)  # 16 each
     assert (Size(60, 64, 64) + Precision("float32") + SM(900)).suggested_block_dim == (256, 1, 1)  # m % 8: 4x4
     assert (Size(64, 64, 64) + Precision("float64") + SM(700)).suggested_block_dim == (256, 1, 1)
+    # float32 A and B with a 16-bit C: the same 8x4 micro-tiles; a float64 C accumulates in double: 4x4.
+    assert (Size(64, 64, 64) + Precision("float32", "float32", "float16") + SM(900)).suggested_block_dim == (128, 1, 1)
+    assert (Size(64, 64, 64) + Precision("float32", "float32", "float64") + SM(900)).suggested_block_dim == (256, 1, 1)
     # With more threads than 8x4 micro-tiles would need, each thread takes a 4x4 one.
     assert (fma + Block() + BlockDim(256)).plan.tile_m == 4
 

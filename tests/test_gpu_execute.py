@@ -113,6 +113,17 @@ def test_float_fma_micro_tiles_in_every_arrangement(size, arrangement):
     run_and_check(desc, _rng(), batch=2, beta=0, seed=SEED)  # C poisoned: never read
 
 
+@pytest.mark.parametrize("c_precision", ["float16", "bfloat16"])
+def test_float_micro_tiles_with_narrow_c(c_precision):
+    """float32 A and B with a 16-bit C take the 8x4 micro-tiles too (suggested 128 threads
+    at 64x64): C converts per element, in registers (rrr) or staged (rrc)."""
+    for arrangement in (("row_major",) * 3, ("row_major", "row_major", "col_major")):
+        desc = describe(("float32", "float32", c_precision, False), size=(64, 64, 64), arrangement=arrangement)
+        assert desc.block_dim == (128, 1, 1) and (desc.plan.tile_m, desc.plan.tile_n) == (8, 4)
+        run_and_check(desc, _rng(), batch=4, alpha=1.5, beta=0.5, seed=SEED)
+        run_and_check(desc, _rng(), batch=2, beta=0, seed=SEED)
+
+
 TENSOR_C_IN_REGISTERS = [PRECISIONS[6], PRECISIONS[11]]
 TENSOR_C_SIZES = [(32, 32, 32), (30, 30, 30), (64, 64, 64), (48, 40, 24)]
 
@@ -134,6 +145,27 @@ def test_tensor_core_c_in_registers(prec, size):
         run_and_check(desc, _rng(), batch=2, beta=0, seed=SEED)
     padded = desc.replace(LeadingDimension(desc.leading_dimension[0], desc.leading_dimension[1], size[1] + 2))
     run_and_check(padded, _rng(), batch=3, beta=beta, seed=SEED)
+
+
+HALF_C_IN_REGISTERS = [(32, 32, 32), (30, 30, 30), (16, 16, 16), (64, 32, 32), (20, 12, 24)]
+
+
+@pytest.mark.parametrize("prec", [PRECISIONS[1], PRECISIONS[3]], ids=["f16", "bf16"])
+@pytest.mark.parametrize("size", HALF_C_IN_REGISTERS, ids=["x".join(map(str, s)) for s in HALF_C_IN_REGISTERS])
+def test_tensor_core_half_c_in_registers(prec, size):
+    """16-bit row-major C in registers where one warp's tile is all of C (one warp here) and
+    rows are at most 64 bytes: 4-byte pairs, partial tiles (30x30, 20x12), beta = 0 with a poisoned C; a
+    128-byte row (ld 64) keeps C staged."""
+    from blasdx.plan import kernel_plan, with_alignment
+
+    for a_layout in ("row_major", "col_major"):
+        desc = describe(prec, size=size, arrangement=(a_layout, "col_major", "row_major"), extra=(BlockDim(32),))
+        assert kernel_plan(with_alignment(desc.plan, (16, 16, 16))).c_in_registers
+        run_and_check(desc, _rng(), batch=5, alpha=1.5, beta=0.5, seed=SEED)
+        run_and_check(desc, _rng(), batch=2, beta=0, seed=SEED)
+    wide = desc.replace(LeadingDimension(desc.leading_dimension[0], desc.leading_dimension[1], 64))
+    assert not kernel_plan(with_alignment(wide.plan, (16, 16, 16))).c_in_registers
+    run_and_check(wide, _rng(), batch=3, beta=0.5, seed=SEED)
 
 
 def test_suggested_leading_dimension_runs():

@@ -400,6 +400,8 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // (the loads overlap them) and writes the result straight back, 16 bytes at a time along C's rows
 // where the tile is whole (not here: C is not float with 16-byte aligned runs). No barrier at the end: the caller synchronizes.
 constexpr bool c_vector = false;
+// A 16-byte group of C runs along C's contiguous dimension: (i, j + q) or (i + q, j), q < 4.
+constexpr int c_di = 0, c_dj = 1;
 
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
