@@ -294,7 +294,7 @@ def _keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
     if plan.instruction.is_mma:
         if c.layout != "row_major" or c.vector_bytes < 2 * c.element_size:
             return False
-        return c.element_size == 8 or (c.element_size == 2 and plan.tiles == 1 and c.ld * 2 <= 64)
+        return c.element_size == 8 or (c.element_size == 2 and plan.tiles == 1 and c.ld * c.element_size <= 64)
     return stages_with_c_staged == 1 and plan.a.layout == c.layout
 
 

@@ -368,24 +368,34 @@ constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
 constexpr bool c_pairs = false;
 using c_pair_t = blasdx::pair<c_t>;
 
-// Two neighbouring outputs C(r, col) and C(r, col + 1), as update_c, with one load and one store.
+// The outputs C(r, col) and C(r, col + 1) of update_c from their products and their old
+// values `old` (read only where beta != 0).
 template <class Acc, class CLoad, class CStore>
-__device__ __forceinline__ void update_c_pair(c_t* sc, int r, int col, const Acc& acc0, const Acc& acc1,
-                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
-                                              const CStore& c_store) {
+__device__ __forceinline__ c_pair_t updated_pair(int r, int col, const Acc& acc0, const Acc& acc1, const c_pair_t& old,
+                                                 const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                                 const CStore& c_store) {
   scalar_t v0 = blasdx::zero<scalar_t>(), v1 = blasdx::zero<scalar_t>();
   if (!blasdx::is_zero(alpha)) {
     v0 = alpha * blasdx::convert<scalar_t>(acc0);
     v1 = alpha * blasdx::convert<scalar_t>(acc1);
   }
-  c_pair_t* p = reinterpret_cast<c_pair_t*>(sc + c_index(r, col));
   if (!blasdx::is_zero(beta)) {
-    const c_pair_t old = *p;
     v0 = v0 + beta * c_load(blasdx::convert<scalar_t>(old.x));
     v1 = v1 + beta * c_load(blasdx::convert<scalar_t>(old.y));
   }
-  *p = c_pair_t{blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v0)),
-                blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col + 1, v1))};
+  return c_pair_t{blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v0)),
+                  blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col + 1, v1))};
+}
+
+// Two neighbouring outputs C(r, col) and C(r, col + 1), as update_c, with one load and one store.
+template <class Acc, class CLoad, class CStore>
+__device__ __forceinline__ void update_c_pair(c_t* sc, int r, int col, const Acc& acc0, const Acc& acc1,
+                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                              const CStore& c_store) {
+  c_pair_t* p = reinterpret_cast<c_pair_t*>(sc + c_index(r, col));
+  c_pair_t old{};
+  if (!blasdx::is_zero(beta)) old = *p;
+  *p = updated_pair(r, col, acc0, acc1, old, alpha, beta, c_load, c_store);
 }
 
 // C = alpha * acc + beta * C on a warp's tile at (m0, n0), values (v, v + 1) as one pair
