@@ -14,7 +14,8 @@ import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, CompileError, LeadingDimension, Precision, Size, Type
 from blasdx.compiler import compile_source, supported_archs
 from blasdx.descriptor import shared_memory_parts_of
-from blasdx.plan import kernel_plan
+from blasdx.plan import kernel_plan, with_alignment
+from blasdx.render import render_kernel
 from blasdx.rules import SHARED_MEMORY_LIMIT_KIB
 
 pytestmark = pytest.mark.compile
@@ -91,8 +92,38 @@ def test_batched_fma_kernel_keeps_c_in_registers_where_staging_costs_a_stage(siz
     assert ("C read into and written from registers" in desc.explain()) == expected
     source = desc.source
     assert ("execute_global_c(alpha" in source) == expected and ("store_c(sc" in source) != expected
-    f16 = Size(*size) + Precision("float16") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
-    assert not kernel_plan(f16.plan).c_in_registers  # tensor cores stage C
+
+
+TENSOR_C_PLACEMENT = [  # size, precision, C layout, threads (None: suggested), C in registers
+    ((32, 32, 32), "float64", "row_major", None, True),  # 16-byte pairs
+    ((32, 32, 32), "float64", "col_major", None, False),  # pairs run along rows only
+    ((32, 32, 32), "float16", "row_major", None, True),  # one warp tile, 64-byte rows
+    ((32, 32, 32), "float16", "row_major", 128, False),  # C split among 4 warps
+    ((64, 64, 64), "float16", "row_major", None, False),  # 128-byte rows
+    ((32, 32, 32), "float32", "row_major", None, False),  # FMA: two stages fit with C staged
+    ((64, 64, 64), "tfloat32", "row_major", None, False),  # float32 C stays staged
+]
+
+
+@pytest.mark.parametrize("size,precision,c_layout,threads,expected", TENSOR_C_PLACEMENT,
+                         ids=[f"{p}-{s[0]}-{c[0]}-{t or 'suggested'}" for s, p, c, t, _ in TENSOR_C_PLACEMENT])
+def test_batched_kernel_places_c_by_the_measured_rule(size, precision, c_layout, threads, expected):
+    """With 16-byte aligned data (what execute() sees for CuPy arrays): row-major 8-byte C
+    and one-warp 16-bit C with rows of at most 64 bytes go to registers on tensor cores."""
+    c_precision = "float32" if precision == "tfloat32" else precision
+    desc = (Size(*size) + Precision(precision, precision, c_precision) + Arrangement("row_major", "col_major", c_layout)
+            + SM(900) + Block())
+    if threads:
+        desc = desc + BlockDim(threads)
+    kplan = kernel_plan(with_alignment(desc.plan, (16, 16, 16)))
+    assert kplan.c_in_registers == expected
+    assert (kplan.c.smem_bytes == 0) == expected
+    if expected and kplan.instruction.is_mma:
+        source = render_kernel(with_alignment(desc.plan, (16, 16, 16)))
+        assert "execute_global_c(alpha" in source and "load_c(" not in source.split("extern \"C\"")[-1]
+    if precision == "float16" and expected:  # a wider C row stays staged
+        wide = desc + LeadingDimension(*desc.leading_dimension[:2], 64)
+        assert not kernel_plan(with_alignment(wide.plan, (16, 16, 16))).c_in_registers
 
 
 def test_the_archs_design_names_are_covered_by_the_installed_nvrtc():
