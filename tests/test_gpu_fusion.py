@@ -299,4 +299,4 @@ extern "C" __global__ void c_offset_gemm(const g::a_t* a, const g::b_t* b, g::c_
                shared_mem=gemm.shared_memory_size + 16)
         ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c.astype(np.float64)
         tol = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[precisions[2]]
-        assert relative_error(c_dev.get(), ref) < tol, (size, offset)
+        assert relative_error(c_dev.get().astype(np.float64), ref) < tol, (size, offset)
