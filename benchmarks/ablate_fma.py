@@ -19,7 +19,6 @@ import cupy
 import numpy as np
 
 import blasdx
-import blasdx.compiler as compiler
 import blasdx.plan as planner
 import blasdx.render as render
 import blasdx.runtime as runtime
@@ -39,13 +38,6 @@ PLACEMENTS = [  # label, C in registers (None: the planner's choice), stages (No
 ]
 
 
-def forget_kernels():
-    planner.kernel_plan.cache_clear()
-    compiler._compiled_plans.clear()
-    runtime._loaded.clear()
-    runtime._bound.clear()
-
-
 def variant_plan(plan, threads, tile_m, tile_n, group_m):
     return replace(plan, block_dim=(threads, 1, 1), threads=threads, warps=threads // 32,
                    tile_m=tile_m, tile_n=tile_n, tiles_m=plan.m // tile_m, tiles_n=plan.n // tile_n,
@@ -60,7 +52,7 @@ def with_pairs(pairs):
         ctx["fma_pairs"] = pairs and ctx["fma_pairs"]
         return ctx
     render._context = context
-    forget_kernels()
+    bench_gpu.forget_kernels()
     return original
 
 
@@ -164,7 +156,7 @@ def main() -> None:
                 planner._keeps_c_in_registers = lambda *_, r=in_registers: r
             if count is not None:
                 planner._pipeline_stages = lambda *_, n=count: n
-            forget_kernels()
+            bench_gpu.forget_kernels()
             try:
                 plan = describe(size, ("row_major",) * 3).plan
                 gbs, info = batched(plan, args.gib)
@@ -173,7 +165,7 @@ def main() -> None:
                 planner._keeps_c_in_registers, planner._pipeline_stages = keeps, stages
             print(f"  {size[0]}^3 {label:36} {gbs:5.0f} GB/s ({gbs / copy:4.0%}), beta = 0: {gbs0 / copy:4.0%} "
                   f"of copy; {info}", flush=True)
-    forget_kernels()
+    bench_gpu.forget_kernels()
 
 
 if __name__ == "__main__":

@@ -13,9 +13,7 @@ import bench_gpu
 import cupy
 import numpy as np
 
-import blasdx.compiler as compiler
 import blasdx.plan as planner
-import blasdx.runtime as runtime
 from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size
 
 SHAPES = [  # (m, n, k), threads (None: suggested), precision
@@ -25,13 +23,6 @@ SHAPES = [  # (m, n, k), threads (None: suggested), precision
     ((64, 64, 64), 32, "float16"), ((64, 64, 64), None, "float16"), ((64, 64, 32), 32, "float16"),
     ((64, 64, 16), 32, "float16"), ((32, 64, 32), 32, "float16"),
 ]
-
-
-def forget_kernels():
-    planner.kernel_plan.cache_clear()
-    compiler._compiled_plans.clear()
-    runtime._loaded.clear()
-    runtime._bound.clear()
 
 
 def measure(size, threads, prec, gib, copy) -> str:
@@ -48,7 +39,7 @@ def measure(size, threads, prec, gib, copy) -> str:
     cells = []
     for label, in_registers in (("staged", False), ("registers", True)):
         planner._keeps_c_in_registers = lambda *_, r=in_registers: r
-        forget_kernels()
+        bench_gpu.forget_kernels()
         out = c.copy()
         desc.execute(a, b, out, alpha=1.0, beta=0.5)
         err = float(cupy.linalg.norm(out[:64] - ref) / cupy.linalg.norm(ref))
@@ -56,7 +47,7 @@ def measure(size, threads, prec, gib, copy) -> str:
         ms = bench_gpu.time_ms(lambda x=out: desc.execute(a, b, x, alpha=1.0, beta=0.5))
         cells.append(f"{label} {per_item * batch / ms / 1e6 / copy:4.0%}")
     planner._keeps_c_in_registers = keeps
-    forget_kernels()
+    bench_gpu.forget_kernels()
     return f"{m}x{n}x{k} {prec} {desc.plan.threads:3d} threads, {desc.plan.tiles} warp tile(s): " + ", ".join(cells)
 
 

@@ -18,17 +18,9 @@ import cupy
 import blasdx.compiler as compiler
 import blasdx.plan as planner
 import blasdx.render as render
-import blasdx.runtime as runtime
 from blasdx import SM, Arrangement, Block, Precision, Size
 
 ORIGINAL = render.render_kernel
-
-
-def forget_kernels():
-    planner.kernel_plan.cache_clear()
-    compiler._compiled_plans.clear()
-    runtime._loaded.clear()
-    runtime._bound.clear()
 
 
 def with_min_blocks(blocks: int | None):
@@ -38,7 +30,7 @@ def with_min_blocks(blocks: int | None):
             source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {blocks})", source, count=1)
         return source
     render.render_kernel = rendered
-    forget_kernels()
+    bench_gpu.forget_kernels()
 
 
 def resources(desc) -> str:

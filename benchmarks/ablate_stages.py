@@ -13,9 +13,7 @@ import argparse
 
 import bench_gpu
 
-import blasdx.compiler as compiler
 import blasdx.plan as plan
-import blasdx.runtime as runtime
 
 
 def main() -> None:
@@ -30,10 +28,7 @@ def main() -> None:
             ("two stages", lambda sm, size, mma: chosen(sm, size, False), keeps),
             ("C staged", chosen, lambda *_: False), ("C in registers", chosen, lambda *_: True)):
         plan._pipeline_stages, plan._keeps_c_in_registers = stages, placement
-        plan.kernel_plan.cache_clear()  # and every cache of compiled or loaded kernels after it
-        compiler._compiled_plans.clear()
-        runtime._loaded.clear()
-        runtime._bound.clear()
+        bench_gpu.forget_kernels()
         results[label] = [bench_gpu.batched_case(size, prec, args.gib) for size, prec in bench_gpu.CASES]
     plan._pipeline_stages, plan._keeps_c_in_registers = chosen, keeps
     print(f"copy {copy:.0f} GB/s")

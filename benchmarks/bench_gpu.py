@@ -20,6 +20,9 @@ import cupy
 import numpy as np
 
 import blasdx
+import blasdx.compiler
+import blasdx.plan
+import blasdx.runtime
 from blasdx import SM, Arrangement, Block, Precision, Size
 
 CASES = [  # (m, n, k), (a, b, c)
@@ -41,6 +44,15 @@ BETA_ZERO_CASES = [
     ((64, 64, 64), ("float32", "float32", "float32")),
     ((32, 32, 32), ("float64", "float64", "float64")),
 ]
+
+
+def forget_kernels() -> None:
+    """Drop every cached kernel plan, compiled and loaded kernel of this process, so that the
+    next execute() plans and compiles again (for ablations that patch the planner)."""
+    blasdx.plan.kernel_plan.cache_clear()
+    blasdx.compiler._compiled_plans.clear()
+    blasdx.runtime._loaded.clear()
+    blasdx.runtime._bound.clear()
 
 
 def time_ms(fn, repeats=20, warmup=3) -> float:

@@ -16,10 +16,7 @@ import statistics
 import bench_gpu
 import jinja2
 
-import blasdx.compiler as compiler
-import blasdx.plan as planner
 import blasdx.render as render
-import blasdx.runtime as runtime
 
 ROUNDS = 2
 
@@ -30,10 +27,7 @@ def use_templates(directory: str | None) -> None:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
     render._environment = lambda: env
-    planner.kernel_plan.cache_clear()
-    compiler._compiled_plans.clear()
-    runtime._loaded.clear()
-    runtime._bound.clear()
+    bench_gpu.forget_kernels()
 
 
 def main() -> None:
