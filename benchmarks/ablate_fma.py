@@ -4,25 +4,22 @@ where the batched kernel keeps C (shared memory or registers) with one or two st
     python benchmarks/ablate_fma.py [--gib 1.0]
     python benchmarks/ablate_fma.py --profile "4x4 x256 pairs"   # one block GEMM, for ncu
 
-Variants patch the plan (micro-tile and threads), the rendered context (thread order) or
-the planner's choices (blasdx.plan._keeps_c_in_registers and _pipeline_stages). Every
-variant is checked against float64 before it is timed.
+Variants fix the planner's choices with blasdx.PlanOverrides (micro-tile, thread order,
+C placement, stages) and BlockDim (threads). Every variant is checked against float64
+before it is timed.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 import bench_gpu
 import cupy
 import numpy as np
 
 import blasdx
-import blasdx.plan as planner
-import blasdx.render as render
-import blasdx.runtime as runtime
-from blasdx import SM, Arrangement, Block, Precision, Size
+import blasdx.pipeline as pipeline
+from blasdx import SM, Arrangement, Block, BlockDim, PlanOverrides, Precision, Size
 
 ORDERS = [  # label, threads, tile_m, tile_n, rows per group, thread pairs
     ("4x4 x256 rows", 256, 4, 4, 4, False),
@@ -38,27 +35,15 @@ PLACEMENTS = [  # label, C in registers (None: the planner's choice), stages (No
 ]
 
 
-def variant_plan(plan, threads, tile_m, tile_n, group_m):
-    return replace(plan, block_dim=(threads, 1, 1), threads=threads, warps=threads // 32,
-                   tile_m=tile_m, tile_n=tile_n, tiles_m=plan.m // tile_m, tiles_n=plan.n // tile_n,
-                   group_m=group_m, group_n=tile_n)
-
-
-def with_pairs(pairs):
-    original = render._context
-
-    def context(plan, name):
-        ctx = original(plan, name)
-        ctx["fma_pairs"] = pairs and ctx["fma_pairs"]
-        return ctx
-    render._context = context
-    bench_gpu.forget_kernels()
-    return original
+def variant_plan(desc, threads, tile_m, tile_n, group_m, pairs):
+    """The plan of ``desc`` with this many threads, micro-tile, row groups and thread order."""
+    overrides = PlanOverrides(fma_micro_tile=(tile_m, tile_n, group_m, tile_n), fma_thread_pairs=pairs)
+    return pipeline.plan(desc.replace(BlockDim(threads)), overrides)
 
 
 def block_tflops(desc, plan, repeats=200):
     m, n, k = desc.size
-    source = render.render_device_source(plan, "gemm") + bench_gpu.REPEAT_KERNEL
+    source = pipeline.device_source(plan, "gemm") + bench_gpu.REPEAT_KERNEL
     kernel = blasdx.compile_kernel(source, "repeat_gemm")
     lda, ldb, ldc = desc.leading_dimension
     rows_a = m if desc.arrangement.a == "row_major" else k
@@ -96,12 +81,12 @@ def batched(plan, gib, beta=0.5):
         b = cupy.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)
     c = cupy.random.standard_normal((batch, m, n), dtype=np.float32)
     c0 = c[:64].copy()
-    runtime.execute(plan, a, b, c, 1.0, beta)
+    pipeline.execute(plan, a, b, c, 1.0, beta)
     ref = cupy.matmul(a[:64].astype(np.float64), b[:64].astype(np.float64)) + beta * c0.astype(np.float64)
     err = float(cupy.linalg.norm(c[:64] - ref) / cupy.linalg.norm(ref))
     assert err < 1e-5, err
-    ms = bench_gpu.time_ms(lambda: runtime.execute(plan, a, b, c, 1.0, beta))
-    kernel = runtime.get_kernel(plan)
+    ms = bench_gpu.time_ms(lambda: pipeline.execute(plan, a, b, c, 1.0, beta))
+    kernel = pipeline.kernel(plan)
     regs = cupy.cuda.driver.funcGetAttribute(4, kernel.function.ptr)  # CU_FUNC_ATTRIBUTE_NUM_REGS
     per_sm = kernel.resident_blocks // cupy.cuda.Device().attributes["MultiProcessorCount"]
     return per_item * batch / ms / 1e6, f"{regs} regs, {per_sm} blocks/SM"
@@ -113,11 +98,7 @@ def profile(label):
     threads, tile_m, tile_n, group_m, pairs = next(v[1:] for v in ORDERS if v[0] == label)
     base = describe((64, 64, 64), ("row_major",) * 3)
     desc = base + blasdx.LeadingDimension(*base.suggested_leading_dimension)
-    original = with_pairs(pairs)
-    try:
-        print(label, f"{block_tflops(desc, variant_plan(desc.plan, threads, tile_m, tile_n, group_m), 50):.1f} TFLOP/s")
-    finally:
-        render._context = original
+    print(label, f"{block_tflops(desc, variant_plan(desc, threads, tile_m, tile_n, group_m, pairs), 50):.1f} TFLOP/s")
 
 
 def describe(size, arrangement):
@@ -140,32 +121,19 @@ def main() -> None:
         base = describe((64, 64, 64), arrangement)
         block_desc = base + blasdx.LeadingDimension(*base.suggested_leading_dimension)
         for label, threads, tile_m, tile_n, group_m, pairs in ORDERS:
-            original = with_pairs(pairs)
-            try:
-                tflops = block_tflops(block_desc, variant_plan(block_desc.plan, threads, tile_m, tile_n, group_m))
-                gbs, info = batched(variant_plan(base.plan, threads, tile_m, tile_n, group_m), args.gib)
-            finally:
-                render._context = original
+            tflops = block_tflops(block_desc, variant_plan(block_desc, threads, tile_m, tile_n, group_m, pairs))
+            gbs, info = batched(variant_plan(base, threads, tile_m, tile_n, group_m, pairs), args.gib)
             print(f"  {''.join(x[0] for x in arrangement)} {label:26} block {tflops:5.1f} TFLOP/s, "
                   f"batched {gbs:5.0f} GB/s ({gbs / copy:4.0%}), {info}", flush=True)
     print("where the batched kernel keeps C:")
-    keeps, stages = planner._keeps_c_in_registers, planner._pipeline_stages
     for size in ((32, 32, 32), (64, 64, 64)):
         for label, in_registers, count in PLACEMENTS:
-            if in_registers is not None:
-                planner._keeps_c_in_registers = lambda *_, r=in_registers: r
-            if count is not None:
-                planner._pipeline_stages = lambda *_, n=count: n
-            bench_gpu.forget_kernels()
-            try:
-                plan = describe(size, ("row_major",) * 3).plan
-                gbs, info = batched(plan, args.gib)
-                gbs0, _ = batched(plan, args.gib, beta=0.0)
-            finally:
-                planner._keeps_c_in_registers, planner._pipeline_stages = keeps, stages
+            overrides = PlanOverrides(c_in_registers=in_registers, pipeline_stages=count)
+            plan = pipeline.plan(describe(size, ("row_major",) * 3), overrides)
+            gbs, info = batched(plan, args.gib)
+            gbs0, _ = batched(plan, args.gib, beta=0.0)
             print(f"  {size[0]}^3 {label:36} {gbs:5.0f} GB/s ({gbs / copy:4.0%}), beta = 0: {gbs0 / copy:4.0%} "
                   f"of copy; {info}", flush=True)
-    bench_gpu.forget_kernels()
 
 
 if __name__ == "__main__":

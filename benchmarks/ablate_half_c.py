@@ -13,8 +13,8 @@ import bench_gpu
 import cupy
 import numpy as np
 
-import blasdx.plan as planner
-from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size
+import blasdx.pipeline
+from blasdx import SM, Arrangement, Block, BlockDim, PlanOverrides, Precision, Size
 
 SHAPES = [  # (m, n, k), threads (None: suggested), precision
     ((32, 32, 32), None, "float16"), ((32, 32, 32), 64, "float16"), ((32, 32, 32), 128, "float16"),
@@ -35,19 +35,15 @@ def measure(size, threads, prec, gib, copy) -> str:
     a, b, c = (cupy.random.standard_normal(shape, dtype=np.float32).astype(prec)
                for shape in ((batch, m, k), (batch, k, n), (batch, m, n)))
     ref = (cupy.matmul(a[:64].astype(np.float64), b[:64].astype(np.float64)) + 0.5 * c[:64].astype(np.float64))
-    keeps = planner._keeps_c_in_registers
     cells = []
     for label, in_registers in (("staged", False), ("registers", True)):
-        planner._keeps_c_in_registers = lambda *_, r=in_registers: r
-        bench_gpu.forget_kernels()
+        plan = blasdx.pipeline.plan(desc, PlanOverrides(c_in_registers=in_registers))
         out = c.copy()
-        desc.execute(a, b, out, alpha=1.0, beta=0.5)
+        blasdx.pipeline.execute(plan, a, b, out, 1.0, 0.5)
         err = float(cupy.linalg.norm(out[:64] - ref) / cupy.linalg.norm(ref))
         assert err < 5e-3, (size, threads, prec, label, err)
-        ms = bench_gpu.time_ms(lambda x=out: desc.execute(a, b, x, alpha=1.0, beta=0.5))
+        ms = bench_gpu.time_ms(lambda x=out, p=plan: blasdx.pipeline.execute(p, a, b, x, 1.0, 0.5))
         cells.append(f"{label} {per_item * batch / ms / 1e6 / copy:4.0%}")
-    planner._keeps_c_in_registers = keeps
-    bench_gpu.forget_kernels()
     return f"{m}x{n}x{k} {prec} {desc.plan.threads:3d} threads, {desc.plan.tiles} warp tile(s): " + ", ".join(cells)
 
 

@@ -9,33 +9,24 @@ memory allows (and the counts given by --blocks), which caps registers at
 from __future__ import annotations
 
 import argparse
-import re
 import tempfile
 
 import bench_gpu
 import cupy
 
-import blasdx.compiler as compiler
+import blasdx.pipeline
 import blasdx.plan as planner
-import blasdx.render as render
-from blasdx import SM, Arrangement, Block, Precision, Size
-
-ORIGINAL = render.render_kernel
+from blasdx import SM, Arrangement, Block, PlanOverrides, Precision, Size
 
 
-def with_min_blocks(blocks: int | None):
-    def rendered(plan, fusion=render.NO_FUSION):
-        source = ORIGINAL(plan, fusion)
-        if blocks:
-            source = re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {blocks})", source, count=1)
-        return source
-    render.render_kernel = rendered
-    bench_gpu.forget_kernels()
+def overrides_for(blocks: int | None) -> PlanOverrides | None:
+    return PlanOverrides(min_blocks_per_sm=blocks) if blocks else None
 
 
-def resources(desc) -> str:
+def resources(desc, blocks: int | None) -> str:
     """Registers and local memory (spills) per thread of the kernel batched_case ran."""
-    compiled = compiler.compile_plan(planner.with_alignment(desc.plan, (16, 16, 16)), 900)
+    plan = blasdx.pipeline.plan(desc, overrides_for(blocks))
+    compiled = blasdx.pipeline.compile_for_arch(planner.with_alignment(plan, (16, 16, 16)), 900)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.cubin)
         f.flush()
@@ -64,11 +55,9 @@ def main() -> None:
         desc = Size(*size) + Precision(*prec) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
         cells = []
         for blocks in [None, smem_blocks(desc), *args.blocks]:
-            with_min_blocks(blocks)
-            row = bench_gpu.batched_case(size, prec, args.gib)
-            cells.append(f"{blocks or 'plan'}: {resources(desc)}, {row['GB/s'] / copy:.0%}")
+            row = bench_gpu.batched_case(size, prec, args.gib, overrides=overrides_for(blocks))
+            cells.append(f"{blocks or 'plan'}: {resources(desc, blocks)}, {row['GB/s'] / copy:.0%}")
         print(f"{row['case']:22} " + " | ".join(cells))
-    with_min_blocks(None)
 
 
 if __name__ == "__main__":

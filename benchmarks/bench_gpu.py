@@ -20,10 +20,8 @@ import cupy
 import numpy as np
 
 import blasdx
-import blasdx.compiler
-import blasdx.plan
-import blasdx.runtime
-from blasdx import SM, Arrangement, Block, Precision, Size
+import blasdx.pipeline
+from blasdx import SM, Arrangement, Block, PlanOverrides, Precision, Size
 
 CASES = [  # (m, n, k), (a, b, c)
     ((32, 32, 32), ("float16", "float16", "float16")),
@@ -48,11 +46,8 @@ BETA_ZERO_CASES = [
 
 def forget_kernels() -> None:
     """Drop every cached kernel plan, compiled and loaded kernel of this process, so that the
-    next execute() plans and compiles again (for ablations that patch the planner)."""
-    blasdx.plan.kernel_plan.cache_clear()
-    blasdx.compiler._compiled_plans.clear()
-    blasdx.runtime._loaded.clear()
-    blasdx.runtime._bound.clear()
+    next execute() plans and compiles again (for comparing template versions)."""
+    blasdx.pipeline.clear_caches()
 
 
 def time_ms(fn, repeats=20, warmup=3) -> float:
@@ -76,10 +71,11 @@ def copy_bandwidth(nbytes: int) -> float:
     return 2 * src.nbytes / ms / 1e6  # GB/s, read + write
 
 
-def batched_case(size, prec, gib: float, beta: float = 0.5) -> dict:
+def batched_case(size, prec, gib: float, beta: float = 0.5, overrides: PlanOverrides | None = None) -> dict:
     """execute() on a batch of ``gib`` GiB against cupy.matmul alone and against what a CuPy
     user writes for the same result (matmul, then c *= beta; c += product). With beta = 0
-    execute() does not read C and moves the same bytes as cupy.matmul."""
+    execute() does not read C and moves the same bytes as cupy.matmul. ``overrides`` runs the
+    planner's variant with those choices (blasdx.pipeline.execute on its plan)."""
     m, n, k = size
     a_p, b_p, c_p = prec
     desc = Size(m, n, k) + Precision(a_p, b_p, c_p) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
@@ -90,12 +86,20 @@ def batched_case(size, prec, gib: float, beta: float = 0.5) -> dict:
     b = cupy.random.standard_normal((batch, k, n), dtype=np.float32).astype(b_p)
     c = cupy.random.standard_normal((batch, m, n), dtype=np.float32).astype(c_p)
     c0 = c.copy()
-    desc.execute(a, b, c, alpha=1.0, beta=beta)
+    if overrides is None:
+        def run(out):
+            desc.execute(a, b, out, alpha=1.0, beta=beta)
+    else:
+        plan = blasdx.pipeline.plan(desc, overrides)
+
+        def run(out):
+            blasdx.pipeline.execute(plan, a, b, out, 1.0, beta)
+    run(c)
     ref = cupy.matmul(a[:256].astype(np.float64), b[:256].astype(np.float64)) + beta * c0[:256].astype(np.float64)
     err = float(cupy.linalg.norm(c[:256].astype(np.float64) - ref) / cupy.linalg.norm(ref))
     bound = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}[c_p if c_p != "float32" or a_p == "float32" else "float16"]
     assert err < bound, (size, prec, err)
-    ms = time_ms(lambda: desc.execute(a, b, c, alpha=1.0, beta=beta))
+    ms = time_ms(lambda: run(c))
     gbs = per_item * batch / ms / 1e6
     mm = mm_ms = same_ms = None
     if a_p == b_p == c_p:

@@ -11,22 +11,21 @@ Only the templates differ between the two: the plans come from this checkout's P
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 
 import bench_gpu
-import jinja2
-
-import blasdx.render as render
 
 ROUNDS = 2
 
 
 def use_templates(directory: str | None) -> None:
-    """Render from ``directory`` (None: this checkout's templates) and forget compiled kernels."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(directory or str(render.templates_dir())),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    render._environment = lambda: env
+    """Render from ``directory`` (None: this checkout's templates, through BLASDX_TEMPLATES_DIR)
+    and forget compiled kernels."""
+    if directory:
+        os.environ["BLASDX_TEMPLATES_DIR"] = directory
+    else:
+        os.environ.pop("BLASDX_TEMPLATES_DIR", None)
     bench_gpu.forget_kernels()
 
 

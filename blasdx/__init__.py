@@ -1,19 +1,9 @@
 """blasdx: cuBLASDx's block-level GEMM for Python, compiled at run time with NVRTC."""
 
-from .compiler import show_config
-from .descriptor import Descriptor
-from .errors import (
-    ArgumentError,
-    BlasdxError,
-    CompileError,
-    DescriptorError,
-    DeviceError,
-    IncompleteDescriptorError,
-    UnsupportedError,
-)
-from .hooks import BUILTINS as BUILTIN_HOOKS
-from .hooks import Hook, expression, scale
-from .operators import (
+from .codegen.hooks import BUILTINS as BUILTIN_HOOKS
+from .codegen.hooks import Hook, expression, scale
+from .describe.descriptor import Descriptor
+from .describe.operators import (
     SM,
     Alignment,
     Arrangement,
@@ -28,11 +18,20 @@ from .operators import (
     TransposeMode,
     Type,
 )
+from .errors import (
+    ArgumentError,
+    BlasdxError,
+    CompileError,
+    DescriptorError,
+    DeviceError,
+    IncompleteDescriptorError,
+    UnsupportedError,
+)
 from .packing import pack, unpack
-from .runtime import gpu_available
-from .user_kernel import UserKernel, compile_kernel
-
-__version__ = "0.1.0"
+from .pipeline import show_config
+from .plan import PlanOverrides
+from .runtime import UserKernel, compile_kernel, gpu_available
+from .version import __version__
 
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
@@ -40,5 +39,5 @@ __all__ = [
     "BlasdxError", "DescriptorError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
     "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",
-    "gpu_available", "pack", "unpack",
+    "gpu_available", "pack", "unpack", "PlanOverrides",
 ]

@@ -6,13 +6,15 @@ import argparse
 import sys
 import time
 
+import numpy as np
+
+from . import SM, Arrangement, Block, Precision, Size
+from .arch import SUPPORTED_SMS
+from .pipeline import show_config
+from .runtime.device import cupy_module
+
 
 def demo() -> int:
-    import numpy as np
-
-    import blasdx
-    from blasdx import SM, Arrangement, Block, Precision, Size
-
     gemm = (Size(64, 64, 64) + Precision("float16", "float16", "float32")
             + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block())
     print(f"1. described and validated: {gemm!r}")
@@ -23,8 +25,7 @@ def demo() -> int:
     print(f"3. compiled with NVRTC for sm_90 in {time.perf_counter() - start:.2f} s "
           f"(cached afterwards): {compiled.kernel_name}, {len(compiled.cubin)} bytes of cubin")
     try:
-        import cupy
-
+        cupy = cupy_module()
         cupy.cuda.runtime.getDeviceCount()
         device = cupy.cuda.Device()
         name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"].decode()
@@ -34,7 +35,7 @@ def demo() -> int:
               f"{str(exc).splitlines()[0][:100]}). Compiling above needed none.")
         return 0
     if sm < 900:
-        gemm = gemm.replace(SM(sm if sm in blasdx.operators.SUPPORTED_SMS else 800))
+        gemm = gemm.replace(SM(sm if sm in SUPPORTED_SMS else 800))
     rng = np.random.default_rng()
     batch = 1000
     a = rng.standard_normal((batch, 64, 64)).astype(np.float16)
@@ -56,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
                         "(with a GPU) run and check a GEMM; config: what blasdx found")
     args = parser.parse_args(argv)
     if args.command == "config":
-        from .compiler import show_config
-
         show_config()
         return 0
     return demo()

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .describe.precision import PRECISIONS
 from .errors import ArgumentError
-from .precision import PRECISIONS
 
 _RANGES = {"int4": (-8, 7), "uint4": (0, 15), "binary": (0, 1)}
 _UNPACKED_DTYPE = {"int4": np.int8, "uint4": np.uint8, "binary": np.uint8}

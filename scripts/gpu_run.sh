@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/blasdx-gpu-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -c "import blasdx.compiler as c; c.show_config()"
+python3 -m blasdx config
 python3 -m pytest tests -m gpu -q -n 8 -p no:cacheprovider --junitxml="$OUT/gpu-junit.xml" "$@" 2>&1 | tee "$OUT/gpu-tests.log" | tail -n 60
 python3 scripts/gpu_summary.py "$OUT/gpu-junit.xml"
 if [ -z "${BLASDX_SKIP_BENCH:-}" ]; then

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blasdx.precision import PRECISIONS
+from blasdx.describe.precision import PRECISIONS
 
 # Relative Frobenius error bounds by precision (inputs and output); 0 means exact.
 INPUT_BOUND = {"float64": 1e-12, "float32": 1e-5, "tfloat32": 5e-3, "float16": 1e-3,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from blasdx import compiler
-from blasdx.cache import Entry, KernelCache, decode, encode, make_key
+from blasdx.compiler import nvrtc
+from blasdx.compiler.cache import Entry, KernelCache, decode, encode, make_key
 
 pytestmark = pytest.mark.compile
 
@@ -127,18 +128,18 @@ def test_compile_source_hits_memory_without_nvrtc(tmp_path, monkeypatch):
     def no_nvrtc(*args, **kwargs):
         raise AssertionError("NVRTC must not run on a cache hit")
 
-    monkeypatch.setattr(compiler, "_nvrtc_compile", no_nvrtc)
+    monkeypatch.setattr(nvrtc, "nvrtc_compile", no_nvrtc)
     assert compiler.compile_source(SOURCE, 900, name="k", cache=cache) is first
     assert compiler.compile_source(SOURCE, 900, name="k", cache=KernelCache(tmp_path, use_disk=True)) == first
 
 
 _CHILD = """
 import sys, blasdx
-from blasdx import compiler
+from blasdx.compiler import nvrtc
 if sys.argv[1] == "forbid":
     def no_nvrtc(*a, **k):
         raise SystemExit("NVRTC was called")
-    compiler._nvrtc_compile = no_nvrtc
+    nvrtc.nvrtc_compile = no_nvrtc
 d = blasdx.Size(16, 16, 16) + blasdx.Precision("float16", "float16", "float32") + blasdx.SM(900) + blasdx.Block()
 print(len(d.compile(arch=900).cubin))
 """

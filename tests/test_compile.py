@@ -12,11 +12,12 @@ import pytest
 
 import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, CompileError, LeadingDimension, Precision, Size, Type
+from blasdx.arch import shared_memory_limit
 from blasdx.compiler import compile_source, supported_archs
-from blasdx.descriptor import shared_memory_parts_of
+from blasdx.describe.traits import shared_memory_parts_of
+from blasdx.codegen.render import render_common
+from blasdx.pipeline import kernel_source
 from blasdx.plan import kernel_plan, with_alignment
-from blasdx.render import render_kernel
-from blasdx.rules import SHARED_MEMORY_LIMIT_KIB
 
 pytestmark = pytest.mark.compile
 
@@ -67,9 +68,9 @@ def test_compile_matrix_yields_a_cubin(spec, arch):
     # The batched kernel holds one (padded) block GEMM per pipeline stage, two on the FMA
     # path where four blocks of two stages fit; the FMA path may keep C in registers.
     kplan = kernel_plan(desc.plan)
-    fits = 8 * kplan.shared_memory_size <= SHARED_MEMORY_LIMIT_KIB[desc.sm] * 1024
+    fits = 8 * kplan.shared_memory_size <= shared_memory_limit(desc.sm)
     stages = 2 if desc.sm >= 800 and not kplan.instruction.is_mma and fits else 1
-    parts = shared_memory_parts_of(desc._ops)
+    parts = shared_memory_parts_of(desc.operator_map)
     if kplan.c_in_registers:
         assert not kplan.instruction.is_mma and kplan.a.layout == kplan.c.layout
     assert kplan.shared_memory_size >= parts["a"] + parts["b"] + (0 if kplan.c_in_registers else parts["c"])
@@ -119,7 +120,7 @@ def test_batched_kernel_places_c_by_the_measured_rule(size, precision, c_layout,
     assert kplan.c_in_registers == expected
     assert (kplan.c.smem_bytes == 0) == expected
     if expected and kplan.instruction.is_mma:
-        source = render_kernel(with_alignment(desc.plan, (16, 16, 16)))
+        source = kernel_source(with_alignment(desc.plan, (16, 16, 16)))
         assert "execute_global_c(alpha" in source and "load_c(" not in source.split("extern \"C\"")[-1]
     if precision == "float16" and expected:  # a wider C row stays staged
         wide = desc + LeadingDimension(*desc.leading_dimension[:2], 64)
@@ -130,16 +131,26 @@ def test_the_archs_design_names_are_covered_by_the_installed_nvrtc():
     assert {750, 800, 860, 890, 900} <= set(supported_archs())
 
 
-@pytest.mark.parametrize("spec", MATRIX, ids=_spec_id)
-def test_golden_render(spec):
-    """The rendered source is pinned; regenerate on purpose with BLASDX_REGEN_GOLDEN=1."""
-    source = describe(*spec).source
-    path = GOLDEN_DIR / f"{_spec_id(spec)}.cu"
+def _check_golden(text: str, path: Path) -> None:
+    """``text`` must equal the golden file; BLASDX_REGEN_GOLDEN=1 rewrites it on purpose."""
     if os.environ.get("BLASDX_REGEN_GOLDEN") == "1":
         GOLDEN_DIR.mkdir(exist_ok=True)
-        path.write_text(source)
+        path.write_text(text)
     assert path.is_file(), f"missing golden file {path}; run with BLASDX_REGEN_GOLDEN=1"
-    assert source == path.read_text(), f"{path.name} changed; review the diff and regenerate on purpose"
+    assert text == path.read_text(), f"{path.name} changed; review the diff and regenerate on purpose"
+
+
+@pytest.mark.parametrize("spec", MATRIX, ids=_spec_id)
+def test_golden_render(spec):
+    """The generated part of each batched kernel (its block GEMM namespace, hooks and entry
+    point) is pinned; the shared helpers before it are pinned once, below."""
+    source, common = describe(*spec).source, render_common()
+    assert source.startswith(common + "\n")
+    _check_golden(source[len(common) + 1:], GOLDEN_DIR / f"{_spec_id(spec)}.cu")
+
+
+def test_golden_common_header():
+    _check_golden(render_common(), GOLDEN_DIR / "common.cuh")
 
 
 def test_source_is_identical_in_two_processes():

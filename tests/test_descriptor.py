@@ -26,7 +26,7 @@ from blasdx import (
     TransposeMode,
     Type,
 )
-from blasdx.operators import Operator
+from blasdx.describe.operators import Operator
 
 OPERATORS = [
     Size(64, 32, 16), Size(8, 16), Precision("float16", "float16", "float32"), Precision("int8", "int8", "int32"),

@@ -387,15 +387,14 @@ def test_integer_gemm_rejects_fractional_alpha():
 
 
 def test_device_older_than_descriptor_sm_is_a_device_error(monkeypatch):
-    import blasdx.runtime as runtime
+    import blasdx.pipeline as pipeline
 
-    monkeypatch.setattr(runtime, "device_arch", lambda device_id=None: 800)
-    runtime._loaded.clear()
-    runtime._bound.clear()  # launches bound by earlier tests would skip the device check
+    monkeypatch.setattr(pipeline, "device_arch", lambda device_id=None: 800)
+    pipeline.clear_caches()  # kernels loaded and bound by earlier tests would skip the device check
     a, b, c = _f32_operands()
     with pytest.raises(DeviceError, match="older than the descriptor's SM"):
         _desc_f32().execute(a, b, c)
-    runtime._loaded.clear()
+    pipeline.clear_caches()
 
 
 def test_poison_values_are_not_zero():

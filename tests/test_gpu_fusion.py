@@ -51,7 +51,7 @@ CASES = [  # (precisions, complex, hooks)
 
 
 def _hook_ref(hook):
-    hook = blasdx.hooks.to_hook(hook, "test")
+    hook = blasdx.codegen.hooks.to_hook(hook, "test")
     if hook.factor is not None:
         return lambda x: hook.factor * x if np.iscomplexobj(x) else hook.factor.real * x
     if hook.name == "expression":

@@ -53,7 +53,7 @@ def packed_on_device(values, precision, axis, ld=None):
     pad[axis] = (0, ld - k)
     full = blasdx.pack(cupy.asarray(np.pad(values, pad)), precision, axis=axis)
     index = [slice(None)] * values.ndim
-    index[axis] = slice(0, k // blasdx.precision.PRECISIONS[precision].pack)
+    index[axis] = slice(0, k // blasdx.describe.precision.PRECISIONS[precision].pack)
     return full[tuple(index)]
 
 

@@ -6,10 +6,11 @@ import pytest
 
 import blasdx
 from blasdx import SM, ArgumentError, Arrangement, Block, CompileError, Precision, Size, Type
-from blasdx.compiler import compile_plan
-from blasdx.hooks import BUILTINS, NO_FUSION, make_fusion
+from blasdx.codegen.hooks import BUILTINS, NO_FUSION, make_fusion
+from blasdx.codegen.naming import kernel_name
+from blasdx.describe.precision import PRECISIONS
+from blasdx.pipeline import compile_for_arch, kernel_source
 from blasdx.plan import kernel_plan
-from blasdx.render import kernel_name, render_kernel
 
 F16 = Size(32, 32, 32) + Precision("float16", "float16", "float32") + SM(900) + Block()
 F32 = Size(16, 16, 16) + Precision("float32") + SM(900) + Block()
@@ -26,7 +27,7 @@ def fusion_for(desc, has_bias=False, **hooks):
 
 def test_no_hooks_is_the_plain_kernel():
     assert fusion_for(F16) == NO_FUSION
-    assert render_kernel(F16.plan, NO_FUSION) == F16.source
+    assert kernel_source(F16.plan, NO_FUSION) == F16.source
     assert kernel_name(F16.plan, NO_FUSION) == kernel_plan(F16.plan).kernel_name
 
 
@@ -39,7 +40,7 @@ def test_hooks_change_the_kernel_name_and_source():
     relu, gelu = fusion_for(F16, epilogue="relu"), fusion_for(F16, epilogue="gelu")
     names = {kernel_name(F16.plan, f) for f in (NO_FUSION, relu, gelu, fusion_for(F16, epilogue="relu", has_bias=True))}
     assert len(names) == 4
-    assert "(x > T(0) ? x : T(0))" in render_kernel(F16.plan, relu)
+    assert "(x > T(0) ? x : T(0))" in kernel_source(F16.plan, relu)
 
 
 @pytest.mark.parametrize("desc", [F16, F32, I8, C32], ids=["f16", "f32", "s8", "c32"])
@@ -49,18 +50,18 @@ def test_every_valid_builtin_compiles(desc):
             fusion = fusion_for(desc, a_load=name, c_load=name, c_store=name, has_bias=True)
         except ArgumentError:
             # Only the built-ins that mean nothing here may be refused.
-            info = blasdx.precision.PRECISIONS[desc.precision.c]
+            info = PRECISIONS[desc.precision.c]
             assert (hook.real_only and desc.is_complex) or (hook.float_only and not info.is_float), name
             continue
-        compiled = compile_plan(desc.plan, 900, fusion=fusion)
+        compiled = compile_for_arch(desc.plan, 900, fusion)
         assert compiled.kernel_name.endswith(fusion.digest)
 
 
 def test_scale_and_expressions_compile():
     fusion = fusion_for(F16, a_load=blasdx.scale(0.5), b_load="x * x", c_store="fminf(x, T(6))")
-    assert len(compile_plan(F16.plan, 900, fusion=fusion).cubin) > 1000
+    assert len(compile_for_arch(F16.plan, 900, fusion).cubin) > 1000
     complex_scale = fusion_for(C32, a_load=blasdx.scale(1 - 2j), epilogue="conj")
-    assert len(compile_plan(C32.plan, 900, fusion=complex_scale).cubin) > 1000
+    assert len(compile_for_arch(C32.plan, 900, complex_scale).cubin) > 1000
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -98,7 +99,7 @@ def test_scale_rejects_non_numbers():
 
 def test_an_expression_that_does_not_compile_names_the_expression():
     with pytest.raises(CompileError, match=r"c_store='x \*\* 2' did not compile"):
-        compile_plan(F16.plan, 900, fusion=fusion_for(F16, epilogue="x ** 2"))
+        compile_for_arch(F16.plan, 900, fusion_for(F16, epilogue="x ** 2"))
 
 
 def test_hook_repr_reads_back():
@@ -139,7 +140,7 @@ def test_compile_kernel_uses_the_cache(monkeypatch):
     def no_nvrtc(*args, **kwargs):
         raise AssertionError("NVRTC ran again for a cached kernel")
 
-    monkeypatch.setattr(blasdx.compiler, "_nvrtc_compile", no_nvrtc)
+    monkeypatch.setattr(blasdx.compiler.nvrtc, "nvrtc_compile", no_nvrtc)
     second = blasdx.compile_kernel(KERNEL, "one_gemm", sm=900, options=(RELU,))
     assert first.cubin == second.cubin
 

@@ -17,14 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ..errors import CompileError, DeviceError, UnsupportedError
+from ..version import __version__
 from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
-from .errors import CompileError, DeviceError, UnsupportedError
-
-if TYPE_CHECKING:
-    from .hooks import Fusion
-    from .plan import GemmPlan
 
 logger = logging.getLogger("blasdx.compiler")
 
@@ -117,12 +113,6 @@ def header_identity() -> tuple[tuple[str, str], ...]:
     return tuple(ident) + tuple(("dir", d) for d in include_dirs())
 
 
-def _blasdx_version() -> str:
-    from . import __version__
-
-    return __version__
-
-
 def check_arch(arch: int) -> None:
     if isinstance(arch, bool) or not isinstance(arch, int) or arch < 100 or arch % 10:
         raise UnsupportedError(f"arch must be an SM number such as 800 or 900, got {arch!r}")
@@ -139,7 +129,7 @@ def options_for(arch: int, extra: Iterable[str] = ()) -> tuple[str, ...]:
     return (f"-arch=sm_{arch // 10}", *BASE_OPTIONS, *(f"-I{d}" for d in include_dirs()), *extra)
 
 
-def _nvrtc_compile(source: str, options: tuple[str, ...], program_name: str) -> tuple[bytes, str]:
+def nvrtc_compile(source: str, options: tuple[str, ...], program_name: str) -> tuple[bytes, str]:
     """Run NVRTC; return (cubin, log) or raise CompileError."""
     nvrtc = _nvrtc()
     prog = nvrtc.createProgram(source, program_name, (), ())
@@ -161,90 +151,13 @@ def compile_source(source: str, arch: int, *, options: Iterable[str] = (), name:
     check_arch(arch)
     full_options = options_for(arch, options)
     key = make_key(source=source, options=full_options, arch=arch, nvrtc=nvrtc_version(),
-                   headers=header_identity(), blasdx=_blasdx_version())
+                   headers=header_identity(), blasdx=__version__)
 
     def build() -> Entry:
         start = time.perf_counter()
-        cubin, log = _nvrtc_compile(source, full_options, name)
+        cubin, log = nvrtc_compile(source, full_options, name)
         logger.debug("compiled %s for sm_%d in %.3f s", name, arch // 10, time.perf_counter() - start)
         return Entry(cubin=cubin, metadata={**(metadata or {}), "key": key, "name": name,
                                             "log": log})
 
     return (cache or DEFAULT_CACHE).get_or_create(key, build)
-
-
-_compiled_plans: dict[tuple[GemmPlan, int, Fusion], CompiledKernel] = {}
-
-
-def compile_plan(plan: GemmPlan, arch: int, *, fusion: Fusion | None = None,
-                 cache: KernelCache | None = None) -> CompiledKernel:
-    """Render and compile the batched kernel of ``plan`` (with the element-wise hooks of
-    ``fusion``) for ``arch`` (as 900).
-
-    With the default cache, a kernel compiled before in this process is returned without
-    rendering or hashing its source again."""
-    from .hooks import NO_FUSION
-
-    fusion = fusion or NO_FUSION  # None and NO_FUSION are the same kernel
-    memo_key = (plan, arch, fusion)
-    if cache is None and memo_key in _compiled_plans:
-        return _compiled_plans[memo_key]
-    from .plan import kernel_plan
-    from .render import kernel_name, render_kernel
-
-    if arch < plan.sm:
-        raise UnsupportedError(
-            f"arch {arch} is older than the descriptor's SM({plan.sm}); compile for SM {plan.sm} "
-            f"or newer, or use .replace(SM({arch}))"
-        )
-    if plan.instruction.name == "mma_f16" and arch < 750:
-        raise UnsupportedError(
-            f"the float16 tensor-core path needs SM 750 or newer to compile, got arch {arch}"
-        )
-    name = kernel_name(plan, fusion)
-    try:
-        entry = compile_source(render_kernel(plan, fusion), arch, name=name, cache=cache,
-                               metadata={"kernel_name": name})
-    except CompileError as exc:
-        if not fusion.expressions:
-            raise
-        written = "; ".join(f"{slot}={text!r}" for slot, text in fusion.expressions)
-        raise CompileError(
-            f"the hook expression(s) {written} did not compile; x has type T (float for 16- and "
-            f"8-bit floats). NVRTC said: {_first_error(exc.log)}",
-            log=exc.log, source=exc.source, options=exc.options, kernel_name=name) from None
-    compiled = CompiledKernel(cubin=entry.cubin, kernel_name=name, arch=arch,
-                              shared_memory_size=kernel_plan(plan).kernel_shared_memory_size,
-                              block_dim=plan.block_dim,
-                              options=options_for(arch))
-    if cache is None:
-        _compiled_plans[memo_key] = compiled
-    return compiled
-
-
-def _first_error(log: str) -> str:
-    lines = [line for line in (log or "").splitlines() if "error" in line]
-    return lines[0].split("error:", 1)[-1].strip() if lines else (log or "").strip()[:200]
-
-
-def show_config() -> str:
-    """What blasdx found: NVRTC version and archs, header directories and versions, cache."""
-    from . import settings
-
-    lines = [f"blasdx {_blasdx_version()}"]
-    try:
-        lines.append(f"NVRTC {'.'.join(map(str, nvrtc_version()))}, archs {list(supported_archs())}")
-        lines.append("headers: " + ", ".join(f"{a} {b}" for a, b in header_identity()))
-    except Exception as exc:  # noqa: BLE001 - report, never raise, from a diagnostic
-        lines.append(f"NVRTC/headers: not usable ({exc})")
-    lines.append(f"cache: {settings.cache_dir()} "
-                 f"({'on' if settings.disk_cache_enabled() else 'off: BLASDX_DISABLE_DISK_CACHE'})")
-    try:
-        import cupy
-
-        lines.append(f"cupy {cupy.__version__}; GPUs: {cupy.cuda.runtime.getDeviceCount()}")
-    except Exception as exc:  # noqa: BLE001
-        lines.append(f"GPU: none usable ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
-    text = "\n".join(lines)
-    print(text)
-    return text

@@ -1,10 +1,13 @@
 """The Descriptor: operators composed with ``+``, their defaults and the traits.
 
 A Descriptor is an immutable set of operators, at most one of each kind. Composition
-validates every cross-operator rule whose operators are present (:mod:`blasdx.rules`).
-Traits read the operators or their defaults; a trait that needs a missing operator
-raises ``IncompleteDescriptorError`` naming it. Compiling and executing are delegated to
-the downstream modules (plan, render, compiler, runtime).
+validates every cross-operator rule whose operators are present (:mod:`.rules`).
+Traits read the operators or their defaults (:mod:`.traits`); a trait that needs a
+missing operator raises ``IncompleteDescriptorError`` naming it.
+
+Planning, rendering, compiling and executing are one-line calls into
+:mod:`blasdx.pipeline`, imported on first use: the one place where the description
+reaches downstream (the documented seam of the layering; tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -14,17 +17,29 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..arch import Instruction, choose_instruction
+from ..errors import DescriptorError, IncompleteDescriptorError
 from . import rules
-from .errors import DescriptorError, IncompleteDescriptorError
-from .instructions import Instruction, choose_instruction
-from .operators import OPERATOR_KINDS, SM, Arrangement, BitOp, Block, Function, Operator, Precision, Size, Type
-from .precision import PRECISIONS
+from .operators import OPERATOR_KINDS, SM, BitOp, Block, Function, Operator, Size, Type
+from .traits import (
+    arrangement_of,
+    element_sizes_of,
+    extents_of,
+    is_complex_of,
+    leading_dimension_of,
+    packs_of,
+    padded_leading_dimension,
+    precision_of,
+    round_up,
+    shared_memory_parts_of,
+    stored_rows,
+    takes_float_micro_tiles,
+)
 
 if TYPE_CHECKING:
-    from .compiler import CompiledKernel
-    from .hooks import Fusion
-    from .plan import GemmPlan
-    from .runtime import Kernel
+    from ..compiler import CompiledKernel
+    from ..plan import GemmPlan
+    from ..runtime import Kernel
 
 _ORDER = {cls.kind: i for i, cls in enumerate(OPERATOR_KINDS)}
 
@@ -47,108 +62,18 @@ class XYZ(NamedTuple):
     z: int
 
 
-# --- helpers on a plain mapping of operators, shared with blasdx.rules -------------------
-
-def arrangement_of(ops: Mapping[str, Operator]) -> dict[str, str]:
-    """Memory order of A, B, C: Arrangement, else TransposeMode, else the default."""
-    if "TransposeMode" in ops:
-        tm = ops["TransposeMode"]
-        layout = {"N": "col_major", "T": "row_major", "C": "row_major"}
-        return {"a": layout[tm.a], "b": layout[tm.b], "c": "col_major"}  # type: ignore[attr-defined]
-    arr = ops.get("Arrangement", Arrangement())
-    return {"a": arr.a, "b": arr.b, "c": arr.c}  # type: ignore[attr-defined]
+_pipeline_module: Any = None
 
 
-def precision_of(ops: Mapping[str, Operator]) -> dict[str, str]:
-    prec = ops.get("Precision", Precision())
-    return {"a": prec.a, "b": prec.b, "c": prec.c}  # type: ignore[attr-defined]
+def _pipeline() -> Any:
+    """blasdx.pipeline, imported once on first use (the seam: the pipeline imports the
+    descriptor's package, so the descriptor cannot import it at module level)."""
+    global _pipeline_module
+    if _pipeline_module is None:
+        from .. import pipeline
 
-
-def is_complex_of(ops: Mapping[str, Operator]) -> bool:
-    return "Type" in ops and ops["Type"].value == "complex"  # type: ignore[attr-defined]
-
-
-def element_sizes_of(ops: Mapping[str, Operator]) -> dict[str, int]:
-    """Bytes of one stored element of A, B, C (a complex element holds two reals; a packed
-    element, a byte of two int4 or a uint32 of 32 bits, holds several values)."""
-    factor = 2 if is_complex_of(ops) else 1
-    return {m: PRECISIONS[p].itemsize * factor for m, p in precision_of(ops).items()}
-
-
-def packs_of(ops: Mapping[str, Operator]) -> dict[str, int]:
-    """Values per stored element of A, B, C: 1, or 2 (int4, uint4) or 32 (binary)."""
-    return {m: PRECISIONS[p].pack for m, p in precision_of(ops).items()}
-
-
-def _extents(size: Size) -> dict[str, tuple[int, int]]:
-    return {"a": (size.m, size.k), "b": (size.k, size.n), "c": (size.m, size.n)}
-
-
-def leading_dimension_of(ops: Mapping[str, Operator]) -> dict[str, int]:
-    """LeadingDimension if given, else tight: rows of col_major, columns of row_major."""
-    if "LeadingDimension" in ops:
-        ld = ops["LeadingDimension"]
-        return {"a": ld.a, "b": ld.b, "c": ld.c}  # type: ignore[attr-defined]
-    arr = arrangement_of(ops)
-    return {m: rules.stored_rows(arr[m], *rc) for m, rc in _extents(ops["Size"]).items()}  # type: ignore[arg-type]
-
-
-def shared_memory_parts_of(ops: Mapping[str, Operator]) -> dict[str, int]:
-    """Bytes of A, B, C in shared memory: ld x (stored columns) x element size, each
-    rounded up to 16 bytes so that the next matrix starts 16-byte aligned. Leading
-    dimensions count values; a packed element holds ``pack`` of them."""
-    arr, ld, esize = arrangement_of(ops), leading_dimension_of(ops), element_sizes_of(ops)
-    pack = packs_of(ops)
-    parts = {}
-    for m, (rows, cols) in _extents(ops["Size"]).items():  # type: ignore[arg-type]
-        outer = cols if arr[m] == "col_major" else rows
-        parts[m] = _round_up(-(-ld[m] // pack[m]) * outer * esize[m], 16)
-    return parts
-
-
-def _round_up(x: int, to: int) -> int:
-    return -(-x // to) * to
-
-
-def padded_leading_dimension(ld: int, element_size: int, unit: int = 16) -> int:
-    """``ld`` (in stored elements) grown to an odd number of ``unit``-byte pieces, so that
-    consecutive rows start in different bank groups: with 16-byte units, eight rows'
-    16-byte pieces (ldmatrix, 32-bit fragment words) never share banks; with 32-byte
-    units, neither do four rows' 32-byte pieces (the double fragments of mma m8n8k4,
-    read half a warp at a time)."""
-    step = max(1, unit // element_size)
-    padded = _round_up(ld, step)
-    if (padded * element_size // unit) % 2 == 0:
-        padded += step
-    return padded
-
-
-def padding_unit_of(instruction: Instruction) -> int:
-    """Bytes per piece that a warp's fragment load takes from one row (see above)."""
-    return 32 if instruction.name == "mma_f64" else 16
-
-
-_execute: Any = None
-
-
-def takes_float_micro_tiles(precision: Mapping[str, str], is_complex: bool, m: int, n: int) -> bool:
-    """Whether the FMA path can give a thread an 8x4 float micro-tile: real float32 A and B
-    (accumulated in float, so C is not float64) and m, n multiples of 8 and 4. The plan
-    takes it where each thread has 32 outputs or more (plan._fma_micro_tile), and
-    ``suggested_block_dim`` asks for that many threads where m * n >= 4096."""
-    return (not is_complex and precision["a"] == precision["b"] == "float32" and precision["c"] != "float64"
-            and m % 8 == 0 and n % 4 == 0)
-
-
-def _runtime_execute() -> Any:
-    """blasdx.runtime.execute, imported on first use (a relative import inside execute()
-    would cost a microsecond or two on every call)."""
-    global _execute
-    if _execute is None:
-        from .runtime import execute
-
-        _execute = execute
-    return _execute
+        _pipeline_module = pipeline
+    return _pipeline_module
 
 
 class Descriptor:
@@ -200,6 +125,11 @@ class Descriptor:
     @property
     def operators(self) -> tuple[Operator, ...]:
         return tuple(self._ops.values())
+
+    @property
+    def operator_map(self) -> Mapping[str, Operator]:
+        """The operators by kind ("Size", "SM", ...), for the ``*_of`` traits."""
+        return dict(self._ops)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Descriptor) and self._ops == other._ops
@@ -272,10 +202,10 @@ class Descriptor:
         Packed precisions count values, as their leading dimensions do."""
         self._require(Size, "suggested_leading_dimension")
         arr, esize, pack = arrangement_of(self._ops), element_sizes_of(self._ops), packs_of(self._ops)
-        unit = padding_unit_of(self.instruction) if "SM" in self._ops else 16
+        unit = self.instruction.padding_unit if "SM" in self._ops else 16
         out = {}
-        for m, (rows, cols) in _extents(self.size_op).items():
-            tight = -(-rules.stored_rows(arr[m], rows, cols) // pack[m])  # stored elements
+        for m, (rows, cols) in extents_of(self.size_op).items():
+            tight = -(-stored_rows(arr[m], rows, cols) // pack[m])  # stored elements
             out[m] = padded_leading_dimension(tight, esize[m], unit) * pack[m]
         return ABC(**out)
 
@@ -303,10 +233,11 @@ class Descriptor:
     @property
     def instruction(self) -> Instruction:
         """The instruction the descriptor's SM offers for its precisions."""
-        return self._instruction_choice[0]
+        return self.instruction_choice[0]
 
     @cached_property
-    def _instruction_choice(self) -> tuple[Instruction, str]:
+    def instruction_choice(self) -> tuple[Instruction, str]:
+        """The instruction and the reason for it (``explain()`` prints both)."""
         p = self.precision
         return choose_instruction(p.a, p.b, p.c, self.is_complex, self.sm)
 
@@ -320,7 +251,7 @@ class Descriptor:
         precision = dict(zip("abc", self.precision))
         large_float = takes_float_micro_tiles(precision, self.is_complex, m, n) and m * n >= 4096
         per_thread = 32 if self.instruction.is_mma or large_float else 16
-        threads = _round_up(math.ceil(m * n / per_thread), 32)
+        threads = round_up(math.ceil(m * n / per_thread), 32)
         return XYZ(min(256, max(32, threads)), 1, 1)
 
     @property
@@ -351,7 +282,7 @@ class Descriptor:
     def is_executable(self) -> bool:
         return self.is_complete and "Block" in self._ops
 
-    # --- downstream: plan, render, compile, run ------------------------------------------
+    # --- downstream: one-line calls into the pipeline -------------------------------
 
     def _require_executable(self, action: str) -> None:
         for kind in (Size, SM, Block):
@@ -361,28 +292,20 @@ class Descriptor:
     def plan(self) -> GemmPlan:
         """The kernel decisions for this descriptor (blasdx.plan.GemmPlan)."""
         self._require_executable("planning a kernel")
-        from .plan import make_plan
-
-        return make_plan(self)
+        return _pipeline().make_plan(self)
 
     @property
     def source(self) -> str:
         """The complete CUDA source of the batched kernel behind ``execute()``."""
-        from .render import render_kernel
-
-        return render_kernel(self.plan)
+        return _pipeline().kernel_source(self.plan)
 
     def device_source(self, name: str = "gemm") -> str:
         """CUDA text defining the block GEMM as device code in namespace ``name``."""
-        from .render import render_device_source
-
-        return render_device_source(self.plan, name)
+        return _pipeline().device_source(self.plan, name)
 
     def explain(self) -> str:
         """What the kernel does and why: instruction, tiling, threads, shared memory."""
-        from .plan import explain
-
-        return explain(self)
+        return _pipeline().explain(self)
 
     def compile(self, arch: int | None = None, *, prologue: Any = None, epilogue: Any = None,
                 a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
@@ -390,27 +313,10 @@ class Descriptor:
         """With ``arch``: compile for that SM (no GPU needed) and return the compiled
         artifact. Without: return the launchable kernel for the current device. The hooks
         (and ``bias=True``) select the fused kernel that execute() with them would run."""
-        fusion = self._fusion(prologue, epilogue, a_load, b_load, c_load, c_store, bias)
+        fusion = _pipeline().fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias)
         if arch is not None:
-            from .compiler import compile_plan
-
-            return compile_plan(self.plan, arch, fusion=fusion)
-        from .runtime import get_kernel
-
-        return get_kernel(self.plan, fusion=fusion)
-
-    def _fusion(self, prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any,
-                c_store: Any, has_bias: bool) -> Fusion | None:
-        """The element-wise hooks as a Fusion value, or None when there are none."""
-        hooks = (prologue, epilogue, a_load, b_load, c_load, c_store)
-        if not has_bias and all(h is None for h in hooks):
-            return None
-        from .hooks import make_fusion
-
-        return make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load,
-                           c_load=c_load, c_store=c_store, has_bias=has_bias,
-                           precisions=tuple(self.precision),
-                           scalar_precision=self.plan.scalar_precision, is_complex=self.is_complex)
+            return _pipeline().compile_for_arch(self.plan, arch, fusion)
+        return _pipeline().kernel(self.plan, fusion)
 
     def execute(self, a: Any, b: Any, c: Any, alpha: Any = 1, beta: Any = 0, *,
                 prologue: Any = None, epilogue: Any = None, a_load: Any = None, b_load: Any = None,
@@ -423,9 +329,12 @@ class Descriptor:
         ``bias`` is an array with C's dtype that broadcasts to C's shape as in NumPy."""
         if "plan" not in self.__dict__:  # planned once; later calls skip the checks
             self._require_executable("execute")
-        execute = _runtime_execute()
+        pipeline = _pipeline_module or _pipeline()
         if (bias is None and prologue is None and epilogue is None and a_load is None
                 and b_load is None and c_load is None and c_store is None):
-            return execute(self.plan, a, b, c, alpha, beta, stream=stream)
-        fusion = self._fusion(prologue, epilogue, a_load, b_load, c_load, c_store, bias is not None)
-        return execute(self.plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)
+            return pipeline.execute(self.plan, a, b, c, alpha, beta, stream=stream)
+        fusion = pipeline.fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias is not None)
+        return pipeline.execute(self.plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)
+
+
+Operator.composition = Descriptor

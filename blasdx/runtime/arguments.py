@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ArgumentError
-from .plan import GemmPlan, MatrixPlan
+from ..describe.precision import PRECISIONS
+from ..errors import ArgumentError
+from ..plan import GemmPlan, MatrixPlan
+from .device import cupy_module
 
 _DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
@@ -48,11 +50,8 @@ class MatrixView:
 
 def _from_cupy_or_interface(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, np.dtype, int, Any]:
     """(ptr, shape, byte strides or None, dtype, device id, owner)."""
-    try:
-        import cupy
-    except ImportError:  # pragma: no cover - cupy is a dependency
-        cupy = None
-    if cupy is not None and isinstance(x, cupy.ndarray):
+    cupy = cupy_module()
+    if isinstance(x, cupy.ndarray):
         return x.data.ptr, x.shape, x.strides, x.dtype, x.device.id, x
     if type(x).__module__.startswith("torch") and hasattr(x, "data_ptr"):
         return _from_torch(x)
@@ -65,8 +64,6 @@ def _from_cupy_or_interface(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ..
         dev_type, _ = x.__dlpack_device__()
         if int(dev_type) not in _DLPACK_GPU:
             raise _host_error(x)
-        if cupy is None:  # pragma: no cover
-            raise ArgumentError("DLPack GPU tensors need CuPy; install cupy-cuda13x")
         arr = cupy.from_dlpack(x)
         return arr.data.ptr, arr.shape, arr.strides, arr.dtype, arr.device.id, (arr, x)
     if cai is None:
@@ -88,13 +85,12 @@ def _torch_dtype(dtype: Any) -> np.dtype:
     try:
         return np.dtype(name)
     except TypeError:
-        import ml_dtypes
-
         ml_name = {"float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
                    "bfloat16": "bfloat16"}.get(name)
-        if ml_name is None:
+        dtype_ = _ml_dtype(ml_name) if ml_name else None
+        if dtype_ is None:
             raise ArgumentError(f"PyTorch dtype {dtype} is not supported by blasdx") from None
-        return np.dtype(getattr(ml_dtypes, ml_name))
+        return dtype_
 
 
 def _from_torch(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...], np.dtype, int, Any]:
@@ -108,9 +104,18 @@ def _from_torch(x: Any) -> tuple[int, tuple[int, ...], tuple[int, ...], np.dtype
     return x.data_ptr(), tuple(x.shape), strides, dtype, x.device.index, x
 
 
-def _device_of_pointer(ptr: int) -> int:
-    import cupy
+def _ml_dtype(name: str) -> np.dtype | None:
+    """An ml_dtypes type (bfloat16, float8_*) as a NumPy dtype, None where there is none."""
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes is a dependency
+        return None
+    found = getattr(ml_dtypes, name, None)
+    return None if found is None else np.dtype(found)
 
+
+def _device_of_pointer(ptr: int) -> int:
+    cupy = cupy_module()
     if ptr == 0:
         return cupy.cuda.runtime.getDevice()
     attrs = cupy.cuda.runtime.pointerGetAttributes(ptr)
@@ -145,8 +150,6 @@ def expected_dtypes(x: MatrixPlan, is_complex: bool) -> tuple[tuple[np.dtype, bo
 
 @cache
 def _expected_dtypes(precision: str, is_complex: bool) -> tuple[tuple[np.dtype, bool], ...]:
-    from .precision import PRECISIONS
-
     storage = PRECISIONS[precision].numpy_name
     names = [storage]
     raw = {"bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}.get(precision)
@@ -155,12 +158,10 @@ def _expected_dtypes(precision: str, is_complex: bool) -> tuple[tuple[np.dtype, 
         try:
             dtype = np.dtype(name)
         except TypeError:
-            try:
-                import ml_dtypes
-
-                dtype = np.dtype(getattr(ml_dtypes, name))
-            except (ImportError, AttributeError):
+            found = _ml_dtype(name)
+            if found is None:
                 continue
+            dtype = found
         if is_complex:
             if dtype.name in ("float32", "float64"):
                 out.append((np.dtype(f"complex{dtype.itemsize * 16}"), False))
@@ -318,8 +319,6 @@ def scalar(value: Any, plan: GemmPlan, name: str) -> Any:
             f"{name} must be a number, got {value!r} of type {type(value).__name__}; pass a "
             f"Python or NumPy scalar"
         )
-    from .precision import PRECISIONS
-
     real = PRECISIONS[plan.scalar_precision]
     if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
         if not plan.is_complex:

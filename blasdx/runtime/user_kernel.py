@@ -14,8 +14,17 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from .compiler import check_arch, compile_source
-from .errors import ArgumentError, CompileError, DeviceError, UnsupportedError
+from ..compiler import check_arch, compile_source
+from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
+from .device import (
+    DEFAULT_DYNAMIC_SHARED,
+    allow_dynamic_shared,
+    compile_arch_for,
+    cupy_module,
+    device_arch,
+    load_function,
+    stream_of,
+)
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -46,23 +55,16 @@ class UserKernel:
         return entry.cubin
 
     def _function(self, device_id: int) -> tuple[Any, list[int]]:
-        from .runtime import DEFAULT_DYNAMIC_SHARED, compile_arch_for, device_arch
-
         with self._lock:
             loaded = self._functions.get(device_id)
             if loaded is None:
-                import cupy
-
                 device_sm = device_arch(device_id)
                 if device_sm < self.sm:
                     raise DeviceError(f"device {device_id} is SM {device_sm}, older than this "
                                       f"kernel's sm={self.sm}; compile it with sm={device_sm}")
                 arch = compile_arch_for(device_sm)
                 cubin = self.cubin if arch == self.sm else self._compile(arch)
-                with cupy.cuda.Device(device_id):
-                    module = cupy.cuda.function.Module()
-                    module.load(cubin)
-                    function = module.get_function(self.name)
+                module, function = load_function(cubin, self.name, device_id)
                 loaded = (module, function, [DEFAULT_DYNAMIC_SHARED])
                 self._functions[device_id] = loaded
         return loaded[1], loaded[2]
@@ -71,10 +73,7 @@ class UserKernel:
                  stream: Any = None) -> None:
         """Launch on the current device; ``args`` as for ``cupy.RawKernel`` (CuPy arrays,
         NumPy scalars)."""
-        import cupy
-
-        from .runtime import _stream_of, allow_dynamic_shared
-
+        cupy = cupy_module()
         if not isinstance(args, tuple):
             raise ArgumentError(f"args must be a tuple of kernel arguments, got {type(args).__name__}")
         if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
@@ -86,10 +85,10 @@ class UserKernel:
             if shared_mem > most:
                 raise ArgumentError(f"shared_mem={shared_mem} bytes is over this GPU's limit of "
                                     f"{most} bytes per block; use smaller tiles or fewer GEMMs per block")
-            allow_dynamic_shared(cupy, function, shared_mem)
+            allow_dynamic_shared(function, shared_mem)
             limit[0] = shared_mem
         function(_dims(grid, "grid"), _dims(block, "block"), args, shared_mem=shared_mem,
-                 stream=_stream_of(stream, cupy))
+                 stream=stream_of(stream))
 
 
 def _dims(value: Any, what: str) -> tuple[int, ...]:
@@ -121,8 +120,6 @@ def compile_kernel(source: str, name: str, *, sm: int | None = None,
         if opt.startswith(("-arch", "--gpu-architecture")):
             raise ArgumentError(f"option {opt!r}: the architecture comes from sm=, not from options")
     if sm is None:
-        from .runtime import compile_arch_for, device_arch
-
         try:
             sm = compile_arch_for(device_arch())
         except DeviceError:

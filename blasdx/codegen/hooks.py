@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from .errors import ArgumentError
-from .precision import PRECISIONS
+from ..describe.precision import PRECISIONS
+from ..errors import ArgumentError
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FORBIDDEN = (";", "{", "}", "#", '"', "\\", "\n", "//", "/*")

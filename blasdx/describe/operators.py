@@ -2,7 +2,11 @@
 
 Each operator is a frozen pydantic model: immutable, comparable, hashable, with a
 ``repr`` that evaluates back to an equal operator. Checks that involve one operator live
-here; checks across operators live in :mod:`blasdx.rules`.
+here; checks across operators live in :mod:`blasdx.describe.rules`.
+
+``a + b`` returns a Descriptor. Operators never import the Descriptor (whose traits and
+rules import them): :mod:`blasdx.describe.descriptor` registers itself as
+``Operator.composition`` when it is imported, which ``import blasdx`` always does.
 """
 
 from __future__ import annotations
@@ -12,10 +16,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from .errors import DescriptorError
+from ..arch import SUPPORTED_SMS
+from ..errors import DescriptorError
 from .precision import normalize_precision
-
-SUPPORTED_SMS: tuple[int, ...] = (700, 720, 750, 800, 860, 870, 890, 900)
 
 LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
 
@@ -31,6 +34,8 @@ class Operator(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     kind: ClassVar[str] = "Operator"
+    # The class that composes operators (blasdx.describe.descriptor.Descriptor, registered there).
+    composition: ClassVar[Any] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         names = list(type(self).model_fields)
@@ -55,16 +60,12 @@ class Operator(BaseModel):
     __str__ = __repr__
 
     def __add__(self, other: object):  # -> Descriptor
-        from .descriptor import Descriptor
-
-        return Descriptor.of(self) + other
+        return Operator.composition.of(self) + other
 
     def __radd__(self, other: object):
-        from .descriptor import Descriptor
-
-        if not isinstance(other, (Operator, Descriptor)):
+        if not isinstance(other, (Operator, Operator.composition)):
             return NotImplemented
-        return Descriptor.of(other) + self
+        return Operator.composition.of(other) + self
 
 
 def _describe(cls_name: str, exc: ValidationError) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import settings
+from .. import settings
 
 logger = logging.getLogger("blasdx.cache")
 
@@ -85,6 +85,10 @@ class KernelCache:
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.cubin"
+
+    @property
+    def memory_entries(self) -> int:
+        return len(self._memory)
 
     def clear_memory(self) -> None:
         with self._guard:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .errors import DescriptorError, UnsupportedError
+from ..arch import BIT_AND_MIN_SM, PACKED_MIN_SM, shared_memory_limit
+from ..errors import DescriptorError, UnsupportedError
 from .operators import Operator
 from .precision import PRECISIONS
-
-# Per-block shared memory limit of each SM, in KiB (opt-in maximum of the architecture).
-SHARED_MEMORY_LIMIT_KIB: dict[int, int] = {
-    700: 96, 720: 96, 750: 64, 800: 163, 860: 99, 870: 163, 890: 99, 900: 227,
-}
+from .traits import (
+    arrangement_of,
+    element_sizes_of,
+    is_complex_of,
+    leading_dimension_of,
+    shared_memory_parts_of,
+    stored_rows,
+)
 
 
 def check(ops: Mapping[str, Operator]) -> None:
@@ -68,10 +72,6 @@ def _check_precision_type(ops: Mapping[str, Operator]) -> None:
 # Packed precisions by family: the operands of one tensor-core instruction.
 _FOUR_BIT = frozenset({"int4", "uint4"})
 _BINARY = frozenset({"binary"})
-# Descriptor SM from which the instructions exist (mma.sync m8n8k32 .s4/.u4 and m8n8k128
-# .b1 .xor.popc from SM 75; .and.popc from SM 80).
-PACKED_MIN_SM = 750
-BIT_AND_MIN_SM = 800
 
 
 def _check_packed(ops: Mapping[str, Operator]) -> None:
@@ -104,8 +104,6 @@ def _check_packed(ops: Mapping[str, Operator]) -> None:
             f"{what}: 4-bit and binary tensor-core instructions accumulate into int32; "
             f"use Precision({a.name!r}, {b.name!r}, 'int32')"
         )
-    from .descriptor import arrangement_of, is_complex_of, leading_dimension_of
-
     if is_complex_of(ops):
         raise DescriptorError(
             f"Type('complex') with {what}: 4-bit and binary GEMMs are real only; remove Type"
@@ -161,17 +159,10 @@ def _check_arrangement_transpose(ops: Mapping[str, Operator]) -> None:
         )
 
 
-def stored_rows(layout: str, rows: int, cols: int) -> int:
-    """The extent a leading dimension must cover: rows for col_major, cols for row_major."""
-    return rows if layout == "col_major" else cols
-
-
 def _check_leading_dimension(ops: Mapping[str, Operator]) -> None:
     ld, size = ops.get("LeadingDimension"), ops.get("Size")
     if ld is None or size is None:
         return
-    from .descriptor import arrangement_of
-
     arr = arrangement_of(ops)
     shapes = {"a": (size.m, size.k, "m", "k"), "b": (size.k, size.n, "k", "n"),  # type: ignore[attr-defined]
               "c": (size.m, size.n, "m", "n")}  # type: ignore[attr-defined]
@@ -191,8 +182,6 @@ def _check_alignment(ops: Mapping[str, Operator]) -> None:
     align = ops.get("Alignment")
     if align is None:
         return
-    from .descriptor import element_sizes_of
-
     sizes = element_sizes_of(ops)
     for matrix in "abc":
         value, esize = getattr(align, matrix), sizes[matrix]
@@ -213,12 +202,10 @@ def _check_block_dim(ops: Mapping[str, Operator]) -> None:
 def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
     if not {"Block", "Size", "SM"} <= ops.keys():
         return
-    from .descriptor import shared_memory_parts_of
-
     parts = shared_memory_parts_of(ops)
     total = sum(parts.values())
     sm = ops["SM"].value  # type: ignore[attr-defined]
-    limit = SHARED_MEMORY_LIMIT_KIB[sm] * 1024
+    limit = shared_memory_limit(sm)
     if total > limit:
         raise UnsupportedError(
             f"the block GEMM needs {total} bytes of shared memory, over SM {sm}'s limit of "

@@ -1,0 +1,139 @@
+"""Every fact about an SM and an instruction, in one place.
+
+- The SMs a descriptor may name and each one's shared-memory limit per block.
+- The tensor-core instructions: shape, scope, PTX spelling (one per architecture form),
+  accumulator type, fragment registers, ldmatrix use and the padding unit of their
+  fragment loads; plain FMA beside them.
+- ``choose_instruction``: the only place that decides between a tensor-core ``mma``
+  instruction and FMA for precisions on an SM, with the reason ``explain()`` prints.
+
+The planner, the renderer and (through the rendered context) the templates read these
+facts; none of them spells an instruction again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SUPPORTED_SMS: tuple[int, ...] = (700, 720, 750, 800, 860, 870, 890, 900)
+
+# Per-block shared memory limit of each SM, in KiB (opt-in maximum of the architecture).
+SHARED_MEMORY_LIMIT_KIB: dict[int, int] = {
+    700: 96, 720: 96, 750: 64, 800: 163, 860: 99, 870: 163, 890: 99, 900: 227,
+}
+
+# cp.async (global -> shared copies that bypass registers) exists from SM 80.
+CP_ASYNC_MIN_SM = 800
+# Packed operands: mma.sync m8n8k32 .s4/.u4 and m8n8k128 .b1 .xor.popc from SM 75;
+# .and.popc from SM 80.
+PACKED_MIN_SM = 750
+BIT_AND_MIN_SM = 800
+
+# PTX type of an mma operand, where it differs per precision.
+PTX_TYPE: dict[str, str] = {"int8": "s8", "uint8": "u8", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2",
+                            "int4": "s4", "uint4": "u4", "binary": "b1"}
+
+
+def shared_memory_limit(sm: int) -> int:
+    """Bytes of shared memory one block may use on ``sm``."""
+    return SHARED_MEMORY_LIMIT_KIB[sm] * 1024
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """A warp-level ``mma.sync`` shape and everything the kernel needs to know of it, or FMA
+    (name ``"fma"``, shape 1x1x1).
+
+    ``ptx`` is the instruction's PTX with ``{a}``, ``{b}`` (operand types, PTX_TYPE) and
+    ``{op}`` (the bit operation) to fill in. ``ptx_sm75`` is the older, smaller form that
+    SM 75 issues several times instead (empty where there is none)."""
+
+    name: str  # "mma_f16", "mma_bf16", "mma_tf32", "mma_f64", "mma_i8", "mma_fp8", "mma_i4", "mma_b1", "fma"
+    m: int
+    n: int
+    k: int
+    ptx: str
+    min_sm: int  # descriptor SM from which blasdx uses it
+    scope: str = "warp"  # the threads that issue one instruction together
+    accumulator: str = ""  # C++ type of the instruction's accumulator registers
+    operand_bits: int = 0  # bits of one operand element in a fragment register
+    a_regs: int = 4  # fragment registers per thread: A, B and accumulator values
+    b_regs: int = 2
+    c_values: int = 4
+    fragment_type: str = "unsigned"
+    ldmatrix: bool = False  # 16-bit operands: fragments load with ldmatrix
+    packed: bool = False  # 4-bit and 1-bit operands: fragments are whole 32-bit words of k
+    padding_unit: int = 16  # bytes a warp's fragment load takes from one row (see padded_leading_dimension)
+    ptx_sm75: str = ""
+
+    @property
+    def is_mma(self) -> bool:
+        return self.name != "fma"
+
+    def spelled(self, a: str, b: str, bit_op: str = "", ptx: str | None = None) -> str:
+        """``ptx`` (default: the instruction's own) for operand precisions a, b and a bit op."""
+        return (self.ptx if ptx is None else ptx).format(a=PTX_TYPE.get(a, ""), b=PTX_TYPE.get(b, ""), op=bit_op)
+
+
+MMA_F16 = Instruction("mma_f16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 700,
+                      accumulator="float", operand_bits=16, ldmatrix=True,
+                      ptx_sm75="mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")
+MMA_BF16 = Instruction("mma_bf16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 800,
+                       accumulator="float", operand_bits=16, ldmatrix=True)
+MMA_TF32 = Instruction("mma_tf32", 16, 8, 8, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32", 800,
+                       accumulator="float", operand_bits=32)
+# Double fragments are read four rows a time by half a warp: 32-byte padding units.
+MMA_F64 = Instruction("mma_f64", 8, 8, 4, "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", 800,
+                      accumulator="double", operand_bits=64, a_regs=1, b_regs=1, c_values=2,
+                      fragment_type="double", padding_unit=32)
+MMA_I8 = Instruction("mma_i8", 16, 8, 32, "mma.sync.aligned.m16n8k32.row.col.s32.{a}.{b}.s32", 800,
+                     accumulator="int", operand_bits=8)
+MMA_FP8 = Instruction("mma_fp8", 16, 8, 32, "mma.sync.aligned.m16n8k32.row.col.f32.{a}.{b}.f32", 890,
+                      accumulator="float", operand_bits=8)
+# Packed operands (k counts values): the same register layout as mma_i8, 32 bytes of k.
+# SM 75 has them as m8n8k32 / m8n8k128 (xor only), which the kernel issues four at a time.
+MMA_I4 = Instruction("mma_i4", 16, 8, 64, "mma.sync.aligned.m16n8k64.row.col.s32.{a}.{b}.s32", 750,
+                     accumulator="int", operand_bits=4, packed=True,
+                     ptx_sm75="mma.sync.aligned.m8n8k32.row.col.s32.{a}.{b}.s32")
+MMA_B1 = Instruction("mma_b1", 16, 8, 256, "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.{op}.popc", 750,
+                     accumulator="int", operand_bits=1, packed=True,
+                     ptx_sm75="mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc")
+FMA = Instruction("fma", 1, 1, 1, "", 0, scope="thread", a_regs=0, b_regs=0, c_values=0, fragment_type="")
+
+# SM 90 has no 4-bit tensor-core path of its own (mma .s4/.u4 runs several times slower than
+# int8 there): 4-bit fragments are widened to bytes and multiplied with int8 mma.
+WIDEN_4BIT_MIN_ARCH = 900
+# The float16 tensor-core path compiles from SM 75 (m16n8k8 twice); SM 70's mma shapes differ.
+F16_MIN_COMPILE_ARCH = 750
+
+_FLOAT_ACC = ("float16", "float32")
+
+
+def choose_instruction(a: str, b: str, c: str, complex_: bool, sm: int) -> tuple[Instruction, str]:
+    """Return the instruction for precisions (a, b, c) on ``sm`` and the reason for it."""
+    if complex_:
+        return FMA, "complex GEMMs use FMA on complex values"
+    pair = (a, b)
+    candidate: Instruction | None = None
+    if pair == ("float16", "float16") and c in _FLOAT_ACC:
+        candidate = MMA_F16
+    elif pair == ("bfloat16", "bfloat16") and c in ("bfloat16", "float32"):
+        candidate = MMA_BF16
+    elif pair == ("tfloat32", "tfloat32") and c == "float32":
+        candidate = MMA_TF32
+    elif pair == ("float64", "float64") and c == "float64":
+        candidate = MMA_F64
+    elif set(pair) <= {"int8", "uint8"} and c in ("int32", "uint32", "int64"):
+        candidate = MMA_I8
+    elif set(pair) <= {"float8_e4m3", "float8_e5m2"} and c in ("float16", "float32", "bfloat16"):
+        candidate = MMA_FP8
+    elif set(pair) <= {"int4", "uint4"} and c == "int32":
+        candidate = MMA_I4
+    elif pair == ("binary", "binary") and c == "int32":
+        candidate = MMA_B1
+    if candidate is None:
+        return FMA, f"no tensor-core instruction takes {a} x {b} -> {c}; FMA"
+    if sm < candidate.min_sm:
+        return FMA, (f"{a} x {b} tensor-core instructions need SM {candidate.min_sm} or newer, "
+                     f"the descriptor says SM {sm}; FMA")
+    return candidate, f"{candidate.ptx.split('.row')[0]} (SM {candidate.min_sm}+) takes {a} x {b} -> {c}"

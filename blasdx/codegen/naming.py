@@ -1,0 +1,26 @@
+"""Names in generated code: the batched kernel's name and the namespace of a device source."""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import DescriptorError
+from ..plan import GemmPlan, kernel_plan
+from .hooks import NO_FUSION, Fusion
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def kernel_name(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
+    """The batched kernel's name: its plan's, plus a digest of the fused hooks if any."""
+    plan = kernel_plan(plan)
+    return plan.kernel_name if fusion.is_identity else f"{plan.kernel_name}_f{fusion.digest}"
+
+
+def check_namespace(name: str) -> None:
+    """A device source's namespace must be a C++ identifier other than ``blasdx``."""
+    if not isinstance(name, str) or not _IDENTIFIER.match(name) or name == "blasdx":
+        raise DescriptorError(
+            f"device_source name must be a C++ identifier other than 'blasdx', got {name!r}; "
+            f"use for example 'gemm' or 'gemm1'"
+        )

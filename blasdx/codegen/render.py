@@ -1,0 +1,149 @@
+"""Render plans into CUDA source with the Jinja templates.
+
+Python has decided everything in the plan (blasdx.plan); this module turns a plan into a
+plain context of strings and numbers, and the templates print it. It never plans again:
+the batched kernel's plan comes in from the pipeline. Rendering needs no GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from .. import settings
+from ..arch import F16_MIN_COMPILE_ARCH, MMA_I8, PTX_TYPE, WIDEN_4BIT_MIN_ARCH
+from ..plan import GemmPlan, MatrixPlan
+from ..plan.kernel import kernel_parameters
+from .hooks import NO_FUSION, Fusion
+from .naming import check_namespace
+
+BATCHED_NAMESPACE = "blasdx_block_gemm"
+
+
+def templates_dir() -> Path:
+    """``BLASDX_TEMPLATES_DIR`` if set, else templates/ inside the installed package, else
+    beside it in a source checkout."""
+    explicit = settings.templates_dir()
+    if explicit is not None:
+        return explicit
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "templates", here.parent / "templates"):
+        if (candidate / "gemm.cuh.j2").is_file():
+            return candidate
+    raise FileNotFoundError(f"blasdx templates not found next to {here}; reinstall blasdx")
+
+
+@lru_cache(maxsize=4)
+def _environment(directory: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(directory)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def _template(name: str) -> jinja2.Template:
+    return _environment(templates_dir()).get_template(name)
+
+
+def _matrix_context(x: MatrixPlan, use_cp_async: bool) -> dict:
+    ctx = asdict(x)
+    ctx["row_major"] = x.layout == "row_major"
+    ctx["async"] = "true" if use_cp_async and x.vector_bytes >= 4 else "false"
+    return ctx
+
+
+def _context(plan: GemmPlan, name: str) -> dict:
+    """The block GEMM's template context: the plan's values, spelled for C++."""
+    instr = plan.instruction
+    ctx = {
+        "name": name,
+        "kernel_name": plan.kernel_name,
+        "description": f"{plan.m}x{plan.n}x{plan.k}, {instr.name}, {plan.threads} threads",
+        "a": _matrix_context(plan.a, plan.use_cp_async),
+        "b": _matrix_context(plan.b, plan.use_cp_async),
+        "c": _matrix_context(plan.c, plan.use_cp_async),
+        "m": plan.m, "n": plan.n, "k": plan.k,
+        "scalar_type": plan.scalar_type,
+        "acc_type": f"blasdx::complex<{plan.acc_type}>" if plan.is_complex else plan.acc_type,
+        "block_dim": plan.block_dim,
+        "threads": plan.threads,
+        "warps": plan.warps,
+        "shared_memory_size": plan.shared_memory_size,
+        "mma": instr.is_mma,
+        "instr": instr.name,
+        "tile_m": plan.tile_m, "tile_n": plan.tile_n,
+        "tiles_m": plan.tiles_m, "tiles_n": plan.tiles_n, "tiles": plan.tiles,
+        "group_m": plan.group_m, "group_n": plan.group_n,
+        "ldmatrix": instr.ldmatrix,
+        "packed": instr.packed,
+        "fma_vector": plan.fma_vector_loads,
+        "fma_pairs": plan.fma_thread_pairs,
+        "c_in_registers": plan.c_in_registers,
+        "c_vector": plan.c_vector,
+    }
+    if instr.is_mma:
+        a, b = plan.a.precision, plan.b.precision
+        ctx.update(
+            instruction_ptx=instr.spelled(a, b, plan.bit_op),
+            im=instr.m, in_=instr.n, ik=instr.k,
+            pm=plan.tile_m // instr.m, pn=plan.tile_n // instr.n,
+            frag_type=instr.fragment_type,
+            mma_acc_type=plan.mma_acc_type,
+            a_regs=instr.a_regs, b_regs=instr.b_regs, c_vals=instr.c_values,
+            epr=32 // instr.operand_bits if instr.operand_bits <= 32 else 1,
+            bit_op=plan.bit_op,
+            ptx_a=PTX_TYPE.get(a, ""), ptx_b=PTX_TYPE.get(b, ""),
+            ptx_sm75=instr.spelled(a, b, plan.bit_op, instr.ptx_sm75) if instr.ptx_sm75 else "",
+            f16_min_arch=F16_MIN_COMPILE_ARCH // 10,
+        )
+        if instr.packed:
+            # Bytes of k per row of A (and column of B); each instruction takes 32 of them.
+            value_bits = plan.a.element_size * 8 // plan.a.pack  # 4 or 1
+            ctx.update(k_bytes=plan.k * value_bits // 8, ik=32, values_per_word=32 // value_bits,
+                       widen_arch=WIDEN_4BIT_MIN_ARCH // 10,
+                       # 4-bit fragments widened to bytes keep their signs: int8 mma's spelling.
+                       ptx_widened=MMA_I8.spelled("int8" if a == "int4" else "uint8",
+                                                  "int8" if b == "int4" else "uint8"))
+    return ctx
+
+
+def render_common() -> str:
+    """The shared device helpers (types, conversions, mma operands, copies)."""
+    return _template("common.cuh.j2").render()
+
+
+def render_block(plan: GemmPlan, name: str) -> str:
+    """The block GEMM of ``plan`` in namespace ``name`` (without the common helpers)."""
+    check_namespace(name)
+    return _template("gemm.cuh.j2").render(**_context(plan, name))
+
+
+def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
+    """Common helpers plus the block GEMM in namespace ``name``, ready to #include."""
+    return render_common() + "\n" + render_block(plan, name)
+
+
+def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+    """The complete source of the batched kernel behind ``execute()``: ``kernel`` is the
+    batched kernel's plan (blasdx.plan.kernel_plan), ``name`` its kernel name."""
+    ns = BATCHED_NAMESPACE
+    storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
+               "c_store": f"{ns}::c_t"}
+    hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
+             for slot, hook in fusion.slots]
+    parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
+                  for p in kernel_parameters(fusion.bias)]
+    return _template("kernel.cu.j2").render(
+        common=render_common(), device=render_block(kernel, ns), ns=ns,
+        threads=kernel.threads, min_blocks=kernel.overrides.min_blocks_per_sm or 0,
+        kernel_name=name, parameters=parameters,
+        fusion_identity=fusion.is_identity, hooks=hooks, bias=fusion.bias,
+        stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers,
+    )

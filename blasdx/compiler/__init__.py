@@ -1,0 +1,20 @@
+"""CUDA source -> cubin: NVRTC (:mod:`.nvrtc`) and the kernel cache (:mod:`.cache`).
+
+This package sees text only (source, arch, options), never a descriptor or a plan, so
+its cache key covers all that NVRTC consumes.
+"""
+
+from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
+from .nvrtc import (
+    CompiledKernel,
+    check_arch,
+    compile_source,
+    header_identity,
+    include_dirs,
+    nvrtc_version,
+    options_for,
+    supported_archs,
+)
+
+__all__ = ["DEFAULT_CACHE", "Entry", "KernelCache", "make_key", "CompiledKernel", "check_arch", "compile_source",
+           "header_identity", "include_dirs", "nvrtc_version", "options_for", "supported_archs"]

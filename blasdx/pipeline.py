@@ -1,0 +1,250 @@
+"""The one module that chains the data flow: plan -> render -> compile -> load -> launch.
+
+    Descriptor --plan--> GemmPlan --kernel_plan--> batched plan --render--> CUDA source
+        --compile (NVRTC, cached)--> cubin --load--> Kernel --bind/launch--> result
+
+The Descriptor's doers (``plan``, ``source``, ``device_source()``, ``explain()``,
+``compile()``, ``execute()``) are one-line calls into this module. Benchmarks and
+ablations use it too, with ``PlanOverrides`` in place of the planner's choices:
+
+    plan = blasdx.pipeline.plan(GEMM, PlanOverrides(pipeline_stages=2))
+    blasdx.pipeline.execute(plan, a, b, c, 1.0, 0.0)
+
+Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import settings
+from .arch import F16_MIN_COMPILE_ARCH
+from .codegen import render
+from .codegen.hooks import NO_FUSION, Fusion, make_fusion
+from .codegen.naming import kernel_name
+from .compiler import (
+    DEFAULT_CACHE,
+    CompiledKernel,
+    compile_source,
+    header_identity,
+    nvrtc_version,
+    options_for,
+    supported_archs,
+)
+from .describe.descriptor import Descriptor
+from .errors import CompileError, DeviceError, UnsupportedError
+from .plan import GemmPlan, PlanOverrides, kernel_plan, make_plan, with_alignment
+from .plan import explain as explaining
+from .plan.kernel import kernel_parameters
+from .runtime.arguments import bias_view, check_operands, data_alignment, scalar
+from .runtime.device import compile_arch_for, cupy_module, current_device, device_arch, load_function, stream_of
+from .runtime.launch import BoundLaunches, Kernel, bind
+from .version import __version__
+
+# --- describe -> plan ---------------------------------------------------------------------
+
+
+def plan(desc: Descriptor, overrides: PlanOverrides | None = None) -> GemmPlan:
+    """The block GEMM's plan of an executable descriptor, with ``overrides`` in place of the
+    planner's choices. Without overrides it is ``desc.plan``, planned once per descriptor."""
+    if overrides is None:
+        return desc.plan
+    desc.plan  # noqa: B018 - raises IncompleteDescriptorError for a descriptor that cannot run
+    return make_plan(desc, overrides)
+
+
+def explain(desc: Descriptor) -> str:
+    return explaining.explain(desc)
+
+
+def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any,
+           c_store: Any, has_bias: bool) -> Fusion:
+    """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none)."""
+    hooks = (prologue, epilogue, a_load, b_load, c_load, c_store)
+    if not has_bias and all(h is None for h in hooks):
+        return NO_FUSION
+    return make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load,
+                       c_load=c_load, c_store=c_store, has_bias=has_bias, precisions=tuple(desc.precision),
+                       scalar_precision=desc.plan.scalar_precision, is_complex=desc.is_complex)
+
+
+# --- plan -> CUDA source -----------------------------------------------------------------
+
+
+def device_source(block: GemmPlan, name: str = "gemm") -> str:
+    """The block GEMM as device code in namespace ``name`` (the descriptor's layout)."""
+    return render.render_device_source(block, name)
+
+
+def kernel_source(block: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
+    """The complete source of the batched kernel behind ``execute()``."""
+    return render.render_kernel(kernel_plan(block), kernel_name(block, fusion), fusion)
+
+
+# --- source -> cubin ---------------------------------------------------------------------
+
+_compiled: dict[tuple[GemmPlan, int, Fusion], CompiledKernel] = {}
+
+
+def compile_for_arch(block: GemmPlan, arch: int, fusion: Fusion | None = None, *,
+                     cache: Any = None) -> CompiledKernel:
+    """Render and compile the batched kernel of ``block`` (with the hooks of ``fusion``) for
+    ``arch`` (as 900). With the default cache, a kernel compiled before in this process is
+    returned without rendering or hashing its source again."""
+    fusion = fusion or NO_FUSION  # None and NO_FUSION are the same kernel
+    memo_key = (block, arch, fusion)
+    if cache is None and memo_key in _compiled:
+        return _compiled[memo_key]
+    if arch < block.sm:
+        raise UnsupportedError(
+            f"arch {arch} is older than the descriptor's SM({block.sm}); compile for SM {block.sm} "
+            f"or newer, or use .replace(SM({arch}))"
+        )
+    if block.instruction.name == "mma_f16" and arch < F16_MIN_COMPILE_ARCH:
+        raise UnsupportedError(
+            f"the float16 tensor-core path needs SM {F16_MIN_COMPILE_ARCH} or newer to compile, got arch {arch}"
+        )
+    kernel = kernel_plan(block)
+    name = kernel_name(block, fusion)
+    try:
+        entry = compile_source(render.render_kernel(kernel, name, fusion), arch, name=name, cache=cache,
+                               metadata={"kernel_name": name})
+    except CompileError as exc:
+        if not fusion.expressions:
+            raise
+        written = "; ".join(f"{slot}={text!r}" for slot, text in fusion.expressions)
+        raise CompileError(
+            f"the hook expression(s) {written} did not compile; x has type T (float for 16- and "
+            f"8-bit floats). NVRTC said: {_first_error(exc.log)}",
+            log=exc.log, source=exc.source, options=exc.options, kernel_name=name) from None
+    compiled = CompiledKernel(cubin=entry.cubin, kernel_name=name, arch=arch,
+                              shared_memory_size=kernel.kernel_shared_memory_size,
+                              block_dim=block.block_dim, options=options_for(arch))
+    if cache is None:
+        _compiled[memo_key] = compiled
+    return compiled
+
+
+def _first_error(log: str) -> str:
+    lines = [line for line in (log or "").splitlines() if "error" in line]
+    return lines[0].split("error:", 1)[-1].strip() if lines else (log or "").strip()[:200]
+
+
+# --- cubin -> loaded kernel --------------------------------------------------------------
+
+_loaded: dict[tuple[GemmPlan, Fusion, int], Kernel] = {}
+_load_lock = threading.Lock()
+
+
+def kernel(block: GemmPlan, fusion: Fusion | None = None, device_id: int | None = None) -> Kernel:
+    """The batched kernel of ``block`` loaded on a device (default: the current one),
+    compiled for that device's architecture (the plan's SM picked the algorithm)."""
+    if device_id is None:
+        device_id = current_device()
+    fusion = fusion or NO_FUSION
+    key = (block, fusion, int(device_id))
+    loaded = _loaded.get(key)
+    if loaded is not None:
+        return loaded
+    sm = device_arch(device_id)
+    if sm < block.sm:
+        raise DeviceError(
+            f"device {device_id} is SM {sm}, older than the descriptor's SM({block.sm}); use "
+            f".replace(SM({sm})) or run on a newer GPU"
+        )
+    compiled = compile_for_arch(block, compile_arch_for(sm), fusion)
+    with _load_lock:
+        loaded = _loaded.get(key)
+        if loaded is None:
+            module, function = load_function(compiled.cubin, compiled.kernel_name, device_id,
+                                             compiled.shared_memory_size)
+            cupy = cupy_module()
+            sms = cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
+            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                function.ptr, block.threads, compiled.shared_memory_size)
+            loaded = Kernel(compiled, int(device_id), function, module, sms * max(1, per_sm))
+            _loaded[key] = loaded
+    return loaded
+
+
+# --- launch --------------------------------------------------------------------------------
+
+BOUND_LAUNCHES = BoundLaunches()
+
+
+def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
+            fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
+    """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
+    CuPy operands seen before with the same signature skip the checks but for overlap."""
+    cupy = cupy_module()
+    key = BOUND_LAUNCHES.key(cupy.ndarray, block, fusion, a, b, c) if bias is None else None
+    bound = BOUND_LAUNCHES.get(key)
+    if bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
+        if bound.overlaps(a.data.ptr, b.data.ptr, c.data.ptr):
+            check_operands(block, a, b, c)  # raises the overlap error with its message
+        if bound.grid:
+            bound.launch(a, b, c, bound.scalar(alpha, block, "alpha"), bound.scalar(beta, block, "beta"),
+                         stream_of(stream))
+        return c
+    va, vb, vc = check_operands(block, a, b, c)
+    values: dict[str, Any] = {"a": np.uint64(va.ptr), "b": np.uint64(vb.ptr), "c": np.uint64(vc.ptr),
+                              "alpha": scalar(alpha, block, "alpha"), "beta": scalar(beta, block, "beta")}
+    if bias is not None:
+        bv = bias_view(bias, vc)
+        values.update(bias=np.uint64(bv.ptr), bias_batch_stride=np.int64(bv.strides[0]),
+                      bias_row_stride=np.int64(bv.strides[1]), bias_col_stride=np.int64(bv.strides[2]))
+    s = stream_of(stream)
+    with cupy.cuda.Device(vc.device_id):
+        aligned = with_alignment(block, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
+        bound = bind(kernel(aligned, fusion, vc.device_id), aligned, va, vb, vc)
+        BOUND_LAUNCHES.put(key, bound)
+        if bound.grid:
+            values.update(zip(("batch", "stride_a", "stride_b", "stride_c"), bound.batch_args))
+            bound.kernel.launch(bound.grid, tuple(values[p.name] for p in kernel_parameters(fusion.bias)), s)
+    return c
+
+
+# --- the caches ---------------------------------------------------------------------------
+
+
+def cache_info() -> dict[str, int]:
+    """Entries of each in-process cache: plans of batched kernels, compiled kernels, loaded
+    kernels, bound launches, and the kernel cache's memory."""
+    return {"kernel_plans": kernel_plan.cache_info().currsize, "compiled": len(_compiled),
+            "loaded": len(_loaded), "bound_launches": len(BOUND_LAUNCHES),
+            "kernel_cache_memory": DEFAULT_CACHE.memory_entries}
+
+
+def clear_caches() -> None:
+    """Forget every planned, compiled, loaded and bound kernel of this process (the disk
+    cache stays): the next execute() plans, renders and loads again."""
+    kernel_plan.cache_clear()
+    with_alignment.cache_clear()
+    _compiled.clear()
+    with _load_lock:
+        _loaded.clear()
+    BOUND_LAUNCHES.clear()
+    DEFAULT_CACHE.clear_memory()
+
+
+def show_config() -> str:
+    """What blasdx found: NVRTC version and archs, header directories and versions, cache."""
+    lines = [f"blasdx {__version__}"]
+    try:
+        lines.append(f"NVRTC {'.'.join(map(str, nvrtc_version()))}, archs {list(supported_archs())}")
+        lines.append("headers: " + ", ".join(f"{a} {b}" for a, b in header_identity()))
+    except Exception as exc:  # noqa: BLE001 - report, never raise, from a diagnostic
+        lines.append(f"NVRTC/headers: not usable ({exc})")
+    lines.append(f"cache: {settings.cache_dir()} "
+                 f"({'on' if settings.disk_cache_enabled() else 'off: BLASDX_DISABLE_DISK_CACHE'})")
+    try:
+        cupy = cupy_module()
+        lines.append(f"cupy {cupy.__version__}; GPUs: {cupy.cuda.runtime.getDeviceCount()}")
+    except Exception as exc:  # noqa: BLE001
+        lines.append(f"GPU: none usable ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
+    text = "\n".join(lines)
+    print(text)
+    return text

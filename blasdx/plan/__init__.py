@@ -1,0 +1,16 @@
+"""From a descriptor to plans: every decision the kernels need, as frozen values.
+
+- :mod:`.block`: the block GEMM's plan (GemmPlan): instruction, types, tiling, copies and
+  the shared-memory layout of ``device_source()``.
+- :mod:`.kernel`: the batched kernel behind ``execute()``: padded shared memory, items in
+  flight, where C lives, and the kernel's parameter list.
+- :mod:`.overrides`: PlanOverrides, the planner's choices fixed by hand.
+- :mod:`.explain`: the plans in words.
+"""
+
+from .block import GemmPlan, MatrixPlan, make_plan, with_alignment
+from .kernel import KERNEL_PARAMETERS, kernel_plan
+from .overrides import NO_OVERRIDES, PlanOverrides
+
+__all__ = ["GemmPlan", "MatrixPlan", "make_plan", "with_alignment", "kernel_plan", "KERNEL_PARAMETERS",
+           "PlanOverrides", "NO_OVERRIDES"]

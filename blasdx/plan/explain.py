@@ -1,0 +1,72 @@
+"""The plans in words: what runs, how it is split, and why (``Descriptor.explain()``)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .kernel import kernel_plan
+
+if TYPE_CHECKING:
+    from ..describe.descriptor import Descriptor
+
+
+def explain(desc: Descriptor) -> str:
+    """A readable account of the plan: what runs, how it is split, and why."""
+    lines = [f"blasdx GEMM: {desc!r}"]
+    if not desc.is_executable:
+        instr, reason = desc.instruction_choice
+        lines.append(f"instruction: {instr.name} ({reason})")
+        lines.append("incomplete for a kernel: add Block() to plan threads and shared memory")
+        return "\n".join(lines)
+    p = desc.plan
+    m, n, k = p.m, p.n, p.k
+    lines.append(f"kernel: {p.kernel_name}")
+    lines.append(f"instruction: {p.instruction.name} - {p.instruction_reason}")
+    if p.instruction.is_mma:
+        i = p.instruction
+        pad = (f"; edges padded with zeros to {math.ceil(m / i.m) * i.m}x{math.ceil(n / i.n) * i.n}"
+               f"x{math.ceil(k / i.k) * i.k}") if (m % i.m or n % i.n or k % i.k) else ""
+        lines.append(
+            f"warp tiling: {p.warps} warps; each pass computes a {p.tile_m}x{p.tile_n} tile of C "
+            f"({p.tile_m // i.m}x{p.tile_n // i.n} instruction tiles of {i.m}x{i.n}x{i.k}, "
+            f"A/B fragments reused across it); {p.tiles} tiles over {p.warps} warps{pad}"
+        )
+    else:
+        groups = "".join(
+            f"; its {name} in {tile // group} groups of {group}, {extent // (tile // group)} apart"
+            for name, tile, group, extent in (("rows", p.tile_m, p.group_m, m), ("columns", p.tile_n, p.group_n, n))
+            if group != tile)
+        lines.append(
+            f"thread tiling: each of {p.threads} threads accumulates {p.tile_m}x{p.tile_n} outputs "
+            f"in {p.acc_type}{groups}; {p.tiles} micro-tiles over {p.threads} threads"
+        )
+    lines.append(f"threads: block_dim {p.block_dim} = {p.threads}"
+                 + ("" if p.block_dim == tuple(desc.suggested_block_dim)
+                    else f" (suggested {tuple(desc.suggested_block_dim)})"))
+    if p.bit_op:
+        lines.append(f"bits: C accumulates popcount(A {p.bit_op} B) over k in int32 ({p.bit_op}.popc)")
+    for x in (p.a, p.b, p.c):
+        stored = (f"{x.rows}x{x.cols} {x.precision}" if x.pack == 1 else
+                  f"{x.rows * (x.pack if x.name == 'b' else 1)}x{x.cols * (x.pack if x.name == 'a' else 1)} "
+                  f"{x.precision} packed {x.pack} per {x.cpp_type} along k ({x.rows}x{x.cols} stored)")
+        lines.append(
+            f"{x.name.upper()}: {stored}{' complex' if p.is_complex else ''} "
+            f"{x.layout}, ld {x.ld}{' stored elements' if x.pack > 1 else ''}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
+            f"bytes, copied {x.vector_bytes} bytes at a time"
+            + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
+        )
+    lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
+    k = kernel_plan(p)
+    in_smem = (k.a, k.b) if k.c_in_registers else (k.a, k.b, k.c)
+    lds = ", ".join(f"{x.name.upper()} {x.smem_ld}" for x in in_smem)
+    padded = any(x.smem_ld != x.ld for x in in_smem)
+    lines.append(
+        f"execute(): shared-memory leading dimensions {lds}"
+        + (" (padded against bank conflicts)" if padded else "") + "; "
+        + ("C read into and written from registers by each thread, not staged in shared memory; "
+           if k.c_in_registers else "")
+        + ("two items in flight per block (the next item's copies overlap this GEMM)"
+           if k.pipeline_stages == 2 else "one item at a time per block")
+        + f"; {k.kernel_shared_memory_size} bytes of shared memory")
+    return "\n".join(lines)

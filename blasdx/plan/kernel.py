@@ -1,0 +1,115 @@
+"""The batched kernel behind execute(), planned from the block GEMM's plan.
+
+``kernel_plan`` pads the shared-memory copies against bank conflicts, decides how many
+items a block has in flight and where C lives (shared memory or registers).
+``KERNEL_PARAMETERS`` is the kernel's parameter list: the template prints it and the
+runtime packs its arguments in its order, so it is written once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from ..arch import shared_memory_limit
+from ..describe.traits import padded_leading_dimension
+from .block import GemmPlan, MatrixPlan, pipeline_stages
+
+
+@dataclass(frozen=True)
+class KernelParameter:
+    """One parameter of the batched kernel: its name and C++ type (``scalar_t`` is the
+    block GEMM's scalar type)."""
+
+    name: str
+    cpp_type: str
+
+
+# A, B and C (item 0), alpha and beta: what changes from one execute() call to the next.
+PER_CALL_PARAMETERS = (KernelParameter("a", "const void*"), KernelParameter("b", "const void*"),
+                       KernelParameter("c", "void*"), KernelParameter("alpha", "scalar_t"),
+                       KernelParameter("beta", "scalar_t"))
+# The batch and each operand's distance between items, in elements.
+BATCH_PARAMETERS = tuple(KernelParameter(name, "long long")
+                         for name in ("batch", "stride_a", "stride_b", "stride_c"))
+# With a bias: its item 0 and its strides along (batch, row, col), 0 where it broadcasts.
+BIAS_PARAMETERS = (KernelParameter("bias", "const void*"),) + tuple(
+    KernelParameter(name, "long long") for name in ("bias_batch_stride", "bias_row_stride", "bias_col_stride"))
+KERNEL_PARAMETERS = PER_CALL_PARAMETERS + BATCH_PARAMETERS
+
+
+def kernel_parameters(has_bias: bool) -> tuple[KernelParameter, ...]:
+    """The batched kernel's parameters, in order."""
+    return KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ())
+
+
+def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
+    """Whether the batched kernel holds C in registers, between global memory and the
+    products, instead of staging it in shared memory (see kernel_plan).
+
+    Tensor cores, row-major C whose two neighbouring outputs of a fragment row move as one
+    aligned access:
+    - 8-byte elements (float64, int64): 16-byte pairs. Shared memory then holds A and B
+      only, so more blocks fit, and C skips the shared-memory round trip
+      (benchmarks/ablate_stages.py, H200: 32^3 f64 94-95% of copy against 92-94% staged,
+      16^3 96-97% against 95-96%).
+    - 16-bit elements, where one warp's tile is the whole of C and a row of C is at most
+      64 bytes: 32^3 f16 86-89% against 80-85% staged, 16^3 79% against 70%, 64x32x32 91%
+      against 83%. Measured, not explained: 16-bit C with 128-byte rows collapses in
+      registers (64^3 f16 43-46% against 91%, 32x64x32 81% against 90%); C split among
+      several warps gains nothing (32^3 over 4 warps 81% against 84%); float32 C lost
+      (64^3 f16 -> f32 70% against 89%). Those stay staged.
+
+    FMA: where staging C in shared memory would leave one stage, and where a warp's
+    micro-tiles run along C's contiguous dimension (along n for row-major A, along m for
+    column-major A: the order that suits A's and B's shared-memory loads), so that its
+    accesses to C coalesce. Where two stages fit with C staged, cp.async fetches C one item
+    ahead, which hides its latency better than loads into registers issued at the start of
+    a short GEMM (benchmarks/ablate_fma.py, two runs on an H200: 32^3 f32 83-84% of copy
+    with C staged, 80-81% with C in registers and two stages; 64^3 71-73% staged, 78-79% in
+    registers)."""
+    if plan.overrides.c_in_registers is not None:
+        return plan.overrides.c_in_registers
+    c = plan.c
+    if plan.instruction.is_mma:
+        if c.layout != "row_major" or c.vector_bytes < 2 * c.element_size:
+            return False
+        return c.element_size == 8 or (c.element_size == 2 and plan.tiles == 1 and c.ld * c.element_size <= 64)
+    return stages_with_c_staged == 1 and plan.a.layout == c.layout
+
+
+@lru_cache(maxsize=1024)
+def kernel_plan(plan: GemmPlan) -> GemmPlan:
+    """The plan of the batched kernel behind execute(). Its shared-memory copies of A, B
+    and C have padded leading dimensions (global memory keeps the descriptor's), unless the
+    padding would not fit the SM's shared-memory limit. On the FMA path, where staging C
+    would cost the second stage, C skips shared memory (``keeps_c_in_registers``): each
+    thread reads its micro-tile of C into registers while it computes and writes the
+    result straight back. The device function of ``device_source()`` keeps the
+    descriptor's layout in shared memory."""
+    limit = shared_memory_limit(plan.sm)
+
+    def layout(pad: bool, c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
+        offset, mats = 0, {}
+        for x in (plan.a, plan.b, plan.c):
+            smem_ld = padded_leading_dimension(x.ld, x.element_size, plan.instruction.padding_unit) if pad else x.ld
+            size = -(-smem_ld * x.outer * x.element_size // 16) * 16
+            if x.name == "c" and c_in_registers:
+                smem_ld, size = x.ld, 0
+            mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
+            offset += size
+        return mats, offset
+
+    def fitting_layout(c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
+        mats, size = layout(True, c_in_registers)
+        return (mats, size) if size <= limit else layout(False, c_in_registers)
+
+    mats, size = fitting_layout(False)
+    c_in_registers = keeps_c_in_registers(plan, pipeline_stages(plan.sm, size, plan.instruction.is_mma,
+                                                                plan.overrides))
+    if c_in_registers:
+        mats, size = fitting_layout(True)
+    elif size == plan.shared_memory_size:
+        return plan
+    return replace(plan, **mats, shared_memory_size=size, c_in_registers=c_in_registers,
+                   pipeline_stages=pipeline_stages(plan.sm, size, plan.instruction.is_mma, plan.overrides))

@@ -1,0 +1,110 @@
+"""The GPU side: CuPy, devices, streams and module loading (one loader for every kernel).
+
+CuPy is imported on first use, once (execute() asks for it on every call); nothing here
+runs at import time. Generated kernels and users' kernels both load through
+``load_function``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compiler import supported_archs
+from ..errors import ArgumentError, DeviceError
+
+_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without raising its limit
+
+_cupy_module: Any = None
+
+
+def cupy_module() -> Any:
+    """The cupy module, imported once."""
+    global _cupy_module
+    if _cupy_module is None:
+        try:
+            import cupy
+        except ImportError as exc:  # pragma: no cover - cupy is a dependency
+            raise DeviceError(f"CuPy is required to run kernels ({exc}); pip install cupy-cuda13x") from None
+        _cupy_module = cupy
+    return _cupy_module
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA GPU can run kernels here (False rather than an error)."""
+    try:
+        return cupy_module().cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no driver, no device, no CuPy: all mean "no"
+        return False
+
+
+def current_device() -> int:
+    """The current device's id, or DeviceError saying why there is none."""
+    try:
+        return cupy_module().cuda.runtime.getDevice()
+    except Exception:  # noqa: BLE001
+        device_arch()  # raises DeviceError with the reason
+        raise
+
+
+def device_arch(device_id: int | None = None) -> int:
+    """The compute capability of a device as an SM number (900 for 9.0)."""
+    cupy = cupy_module()
+    try:
+        dev = cupy.cuda.Device(device_id) if device_id is not None else cupy.cuda.Device()
+        return int(dev.compute_capability) * 10
+    except Exception as exc:  # noqa: BLE001 - CUDA raises several types for "no GPU"
+        raise DeviceError(
+            f"no usable CUDA GPU ({type(exc).__name__}: {str(exc).splitlines()[0]}); execute() needs "
+            f"one. GEMM.compile(arch=900) compiles without a GPU"
+        ) from None
+
+
+def compile_arch_for(device_sm: int) -> int:
+    """The newest SM NVRTC can target whose cubin runs on a device of ``device_sm``."""
+    if device_sm in supported_archs():
+        return device_sm
+    same_major = [a for a in supported_archs() if a // 100 == device_sm // 100 and a <= device_sm]
+    if not same_major:
+        raise DeviceError(f"the installed NVRTC cannot compile for this GPU (SM {device_sm}); "
+                          f"it supports {list(supported_archs())}")
+    return max(same_major)
+
+
+def allow_dynamic_shared(function: Any, nbytes: int) -> None:
+    """Let ``function`` launch with ``nbytes`` of dynamic shared memory (over 48 KiB)."""
+    cupy_module().cuda.driver.funcSetAttribute(function.ptr, _MAX_DYNAMIC_SHARED, nbytes)
+
+
+def load_function(cubin: bytes, name: str, device_id: int, shared_memory: int = 0) -> tuple[Any, Any]:
+    """Load ``cubin`` on a device and return (module, function ``name``), its dynamic
+    shared-memory limit raised to ``shared_memory`` where that is over the default."""
+    cupy = cupy_module()
+    with cupy.cuda.Device(device_id):
+        module = cupy.cuda.function.Module()
+        module.load(cubin)
+        function = module.get_function(name)
+        if shared_memory > DEFAULT_DYNAMIC_SHARED:
+            allow_dynamic_shared(function, shared_memory)
+    return module, function
+
+
+def stream_of(stream: Any) -> Any:
+    """A CuPy stream for ``stream``: None (CuPy's current stream), a CuPy stream, a
+    torch.cuda.Stream, an object with ``__cuda_stream__`` or a raw handle."""
+    cupy = cupy_module()
+    if stream is None:
+        return cupy.cuda.get_current_stream()
+    if isinstance(stream, cupy.cuda.Stream) or isinstance(stream, cupy.cuda.ExternalStream):
+        return stream
+    handle = getattr(stream, "cuda_stream", None)  # torch.cuda.Stream
+    if handle is None and hasattr(stream, "__cuda_stream__"):
+        handle = stream.__cuda_stream__()[1]
+    if handle is None and isinstance(stream, int):
+        handle = stream
+    if handle is None:
+        raise ArgumentError(
+            f"stream must be a cupy.cuda.Stream, a torch.cuda.Stream, a raw handle (int) or None, "
+            f"got {type(stream).__name__}"
+        )
+    return cupy.cuda.ExternalStream(int(handle))

@@ -1,0 +1,134 @@
+"""Loaded kernels and their launches: the only code that puts a kernel on a GPU.
+
+``Kernel`` is a compiled batched kernel loaded on one device. ``bind`` turns fully
+checked operands into a ``BoundLaunch`` (grid, batch strides, overlap spans), and
+``BoundLaunches`` keeps them by array signature: a later call with CuPy arrays of the same
+shapes, strides, dtypes, devices and pointer alignment only checks for overlap and
+launches. The argument list follows blasdx.plan.kernel.KERNEL_PARAMETERS.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..compiler import CompiledKernel
+from ..plan import GemmPlan
+from ..plan.kernel import BATCH_PARAMETERS, PER_CALL_PARAMETERS
+from .arguments import MatrixView, scalar
+
+if TYPE_CHECKING:
+    from ..codegen.hooks import Fusion
+
+# The bound launch passes (a, b, c, alpha, beta) per call, then the batch arguments.
+assert [p.name for p in PER_CALL_PARAMETERS] == ["a", "b", "c", "alpha", "beta"]
+
+
+@dataclass
+class Kernel:
+    """A loaded kernel on one device, ready to launch."""
+
+    compiled: CompiledKernel
+    device_id: int
+    function: Any
+    module: Any
+    resident_blocks: int  # blocks the whole device runs at once (the largest useful grid)
+
+    @property
+    def kernel_name(self) -> str:
+        return self.compiled.kernel_name
+
+    def launch(self, grid: int, args: tuple, stream: Any) -> None:
+        self.function((grid, 1, 1), self.compiled.block_dim, args,
+                      shared_mem=self.compiled.shared_memory_size, stream=stream)
+
+
+_MAX_SCALARS = 64
+
+
+@dataclass(frozen=True)
+class BoundLaunch:
+    """A launch whose operands were fully checked once: the kernel, grid and strides that
+    every later call with the same array signature reuses (see ``BoundLaunches.key``)."""
+
+    kernel: Kernel
+    grid: int
+    batch_args: tuple  # the values of BATCH_PARAMETERS
+    spans: tuple[int, int, int]  # bytes each operand covers, for the per-call overlap check
+    real_scalar: Any  # NumPy type for a Python float/int alpha or beta, None to check fully
+    # Python alpha/beta values already converted to real_scalar (NumPy scalars cost ~0.5 us
+    # each to make), at most _MAX_SCALARS of them.
+    scalars: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def launch(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> None:
+        """Launch on CuPy arrays, which the kernel call passes as their data pointers."""
+        k = self.kernel
+        k.function((self.grid, 1, 1), k.compiled.block_dim, (a, b, c, alpha, beta, *self.batch_args),
+                   shared_mem=k.compiled.shared_memory_size, stream=stream)
+
+    def overlaps(self, pa: int, pb: int, pc: int) -> bool:
+        sa, sb, sc = self.spans
+        return bool(sc) and ((sa and pc < pa + sa and pa < pc + sc) or
+                             (sb and pc < pb + sb and pb < pc + sc))
+
+    def scalar(self, value: Any, plan: GemmPlan, name: str) -> Any:
+        """alpha or beta for this launch: Python numbers converted once and remembered."""
+        if self.real_scalar is not None and type(value) in (float, int):
+            converted = self.scalars.get(value)
+            if converted is None:
+                converted = self.real_scalar(value)
+                if len(self.scalars) < _MAX_SCALARS:
+                    self.scalars[value] = converted
+            return converted
+        return scalar(value, plan, name)
+
+
+def bind(kernel: Kernel, plan: GemmPlan, va: MatrixView, vb: MatrixView, vc: MatrixView) -> BoundLaunch:
+    """The launch of ``kernel`` on checked operands: one block per item, at most as many
+    as the device runs at once (the kernel loops over the rest)."""
+    batch = 1 if va.batch is None else va.batch
+    strides = [np.int64(v.strides[0] if v.batch is not None else 0) for v in (va, vb, vc)]
+    values = dict(zip((p.name for p in BATCH_PARAMETERS), (np.int64(batch), *strides)))
+    real = None if plan.is_complex or plan.scalar_type not in ("float", "double") else (
+        np.float32 if plan.scalar_type == "float" else np.float64)
+    return BoundLaunch(kernel=kernel, grid=int(min(batch, kernel.resident_blocks)),
+                       batch_args=tuple(values[p.name] for p in BATCH_PARAMETERS),
+                       spans=(va.span_bytes, vb.span_bytes, vc.span_bytes), real_scalar=real)
+
+
+class BoundLaunches:
+    """Bound launches by array signature (CuPy arrays only), at most ``limit`` of them."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._launches: dict[tuple, BoundLaunch] = {}
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(ndarray: type, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any) -> tuple | None:
+        """Everything the checks of CuPy operands depend on except the pointers' high bits:
+        equal keys pass or fail the checks alike. None for other array types."""
+        if type(a) is not ndarray or type(b) is not ndarray or type(c) is not ndarray:
+            return None
+        da, db, dc = a.data, b.data, c.data
+        return (plan, fusion, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
+                c.shape, c.strides, c.dtype, da.device_id, db.device_id, dc.device_id,
+                da.ptr & 15, db.ptr & 15, dc.ptr & 15)
+
+    def get(self, key: tuple | None) -> BoundLaunch | None:
+        return self._launches.get(key) if key is not None else None
+
+    def put(self, key: tuple | None, bound: BoundLaunch) -> None:
+        if key is not None and len(self._launches) < self._limit:
+            with self._lock:
+                self._launches[key] = bound
+
+    def clear(self) -> None:
+        with self._lock:
+            self._launches.clear()
+
+    def __len__(self) -> int:
+        return len(self._launches)

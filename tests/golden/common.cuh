@@ -1,0 +1,252 @@
+// blasdx common device code: element types, conversions, complex arithmetic, mma.
+// Included once per translation unit, however many block GEMMs it holds.
+#ifndef BLASDX_COMMON_CUH
+#define BLASDX_COMMON_CUH
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+namespace blasdx {
+
+template <class T>
+struct alignas(2 * sizeof(T)) complex {
+  using value_type = T;
+  T x, y;
+};
+
+// Two neighbouring elements, moved as one access.
+template <class T>
+struct alignas(2 * sizeof(T)) pair {
+  T x, y;
+};
+
+template <class T> struct is_complex { static constexpr bool value = false; };
+template <class T> struct is_complex<complex<T>> { static constexpr bool value = true; };
+
+template <class T> struct is_narrow_float { static constexpr bool value = false; };
+template <> struct is_narrow_float<__half> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_bfloat16> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_fp8_e4m3> { static constexpr bool value = true; };
+template <> struct is_narrow_float<__nv_fp8_e5m2> { static constexpr bool value = true; };
+
+// Value conversion between storage, accumulator and scalar types. Narrow floating-point
+// types go through float; complex converts part by part.
+template <class To, class From>
+__device__ __forceinline__ To convert(const From& v) {
+  if constexpr (is_complex<To>::value && is_complex<From>::value) {
+    using T = typename To::value_type;
+    return To{convert<T>(v.x), convert<T>(v.y)};
+  } else if constexpr (is_complex<To>::value) {
+    using T = typename To::value_type;
+    return To{convert<T>(v), convert<T>(0)};
+  } else if constexpr (is_narrow_float<From>::value) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_narrow_float<To>::value) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ T zero() { return convert<T>(0); }
+
+template <class T> __device__ __forceinline__ bool is_zero(const T& v) { return v == T(0); }
+template <class T> __device__ __forceinline__ bool is_zero(const complex<T>& v) {
+  return v.x == T(0) && v.y == T(0);
+}
+
+template <class T> __device__ __forceinline__ T conj(const T& v) { return v; }
+template <class T> __device__ __forceinline__ complex<T> conj(const complex<T>& v) {
+  return complex<T>{v.x, -v.y};
+}
+
+template <class T>
+__device__ __forceinline__ complex<T> operator+(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x + q.x, p.y + q.y};
+}
+template <class T>
+__device__ __forceinline__ complex<T> operator-(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x - q.x, p.y - q.y};
+}
+template <class T> __device__ __forceinline__ complex<T> operator-(const complex<T>& p) {
+  return complex<T>{-p.x, -p.y};
+}
+template <class T>
+__device__ __forceinline__ complex<T> operator*(const complex<T>& p, const complex<T>& q) {
+  return complex<T>{p.x * q.x - p.y * q.y, p.x * q.y + p.y * q.x};
+}
+
+// acc + p * q
+template <class T> __device__ __forceinline__ T mul_add(const T& p, const T& q, const T& acc) {
+  return acc + p * q;
+}
+template <class T>
+__device__ __forceinline__ complex<T> mul_add(const complex<T>& p, const complex<T>& q,
+                                              const complex<T>& acc) {
+  return complex<T>{acc.x + p.x * q.x - p.y * q.y, acc.y + p.x * q.y + p.y * q.x};
+}
+
+// --- Element-wise hooks (cuBLASDx's load and store functors) ---------------------------
+template <class P, class Q> struct is_same { static constexpr bool value = false; };
+template <class P> struct is_same<P, P> { static constexpr bool value = true; };
+template <class T> __device__ T&& declval();  // for unevaluated contexts only
+
+// The type a hook computes in: float for the narrow floating-point types, else the type.
+template <class T> struct compute { using type = T; };
+template <> struct compute<__half> { using type = float; };
+template <> struct compute<__nv_bfloat16> { using type = float; };
+template <> struct compute<__nv_fp8_e4m3> { using type = float; };
+template <> struct compute<__nv_fp8_e5m2> { using type = float; };
+template <class T> struct compute<complex<T>> { using type = complex<typename compute<T>::type>; };
+
+// The default hook: leaves values untouched and costs nothing.
+struct identity {
+  template <class T> __device__ __forceinline__ T operator()(const T& x) const { return x; }
+};
+
+// A load hook on one stored element: computed in compute<S>, stored back as S.
+template <class S, class Op>
+__device__ __forceinline__ S apply_load(const Op& op, const S& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else {
+    return convert<S>(op(convert<typename compute<S>::type>(v)));
+  }
+}
+
+// Whether a store hook takes the element's position: op(row, col, x).
+template <class Op, class T, class = void> struct takes_position { static constexpr bool value = false; };
+template <class Op, class T>
+struct takes_position<Op, T, decltype(void(declval<const Op&>()(0, 0, declval<T>())))> {
+  static constexpr bool value = true;
+};
+
+template <class Op, class T>
+__device__ __forceinline__ T apply_store(const Op& op, int row, int col, const T& v) {
+  if constexpr (is_same<Op, identity>::value) {
+    return v;
+  } else if constexpr (takes_position<Op, T>::value) {
+    return op(row, col, v);
+  } else {
+    return op(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ T scale(const T& x, double re, double) {
+  return x * static_cast<T>(re);
+}
+template <class T> __device__ __forceinline__ complex<T> scale(const complex<T>& x, double re, double im) {
+  return x * complex<T>{static_cast<T>(re), static_cast<T>(im)};
+}
+
+// The largest finite value of a storage type, for satfinite.
+template <class S> struct finite_max { static constexpr double value = 0; };
+template <> struct finite_max<__half> { static constexpr double value = 65504.0; };
+template <> struct finite_max<__nv_bfloat16> { static constexpr double value = 3.3895313892515355e38; };
+template <> struct finite_max<__nv_fp8_e4m3> { static constexpr double value = 448.0; };
+template <> struct finite_max<__nv_fp8_e5m2> { static constexpr double value = 57344.0; };
+template <> struct finite_max<float> { static constexpr double value = 3.4028234663852886e38; };
+template <> struct finite_max<double> { static constexpr double value = 1.7976931348623157e308; };
+template <class S> struct finite_max<complex<S>> : finite_max<S> {};
+
+// Saturate to the finite range of S, as WMMA's satf: +-inf and beyond to +-max, NaN to +0.
+template <class S, class T> __device__ __forceinline__ T satfinite(const T& x) {
+  const T hi = static_cast<T>(finite_max<S>::value);
+  if (!(x == x)) return T(0);
+  return x > hi ? hi : (x < -hi ? -hi : x);
+}
+template <class S, class T> __device__ __forceinline__ complex<T> satfinite(const complex<T>& x) {
+  return complex<T>{satfinite<S>(x.x), satfinite<S>(x.y)};
+}
+
+// Raw bits of one mma operand element, zero-extended into the low bits of a word.
+__device__ __forceinline__ unsigned operand_bits(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ unsigned operand_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ unsigned operand_bits(__nv_fp8_e4m3 v) { return v.__x; }
+__device__ __forceinline__ unsigned operand_bits(__nv_fp8_e5m2 v) { return v.__x; }
+__device__ __forceinline__ unsigned operand_bits(signed char v) { return static_cast<unsigned char>(v); }
+__device__ __forceinline__ unsigned operand_bits(unsigned char v) { return v; }
+__device__ __forceinline__ unsigned operand_bits(float v) {  // float as tf32
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+template <int Bytes> struct vector_of;
+template <> struct vector_of<1> { using type = unsigned char; };
+template <> struct vector_of<2> { using type = unsigned short; };
+template <> struct vector_of<4> { using type = unsigned; };
+template <> struct vector_of<8> { using type = uint2; };
+template <> struct vector_of<16> { using type = uint4; };
+
+// Copy `Outer` runs of `InnerBytes` bytes, `SrcLdBytes` apart in the source and
+// `DstLdBytes` apart in the destination, `Bytes` at a time, by the first `Threads` threads
+// of the block. Async uses cp.async (sm_80+); wait with copy_wait.
+template <int Outer, int InnerBytes, int SrcLdBytes, int DstLdBytes, int Bytes, int Threads, bool Async>
+__device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) {
+  using vec = typename vector_of<Bytes>::type;
+  constexpr int per_run = InnerBytes / Bytes, total = Outer * per_run;
+  constexpr int rounds = (total + Threads - 1) / Threads;
+  // Where Threads is a multiple of per_run, a thread keeps its place in a run and moves on
+  // Threads / per_run runs each round: past the first round the offsets are constants.
+  constexpr bool same_place = Threads % per_run == 0;
+  if (rank >= Threads) return;
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+#pragma unroll (rounds <= 16 ? rounds : 4)
+  for (int round = 0; round < rounds; ++round) {
+    const int i = rank + round * Threads;
+    if (total % Threads != 0 && i >= total) break;
+    const int run = same_place ? rank / per_run + round * (Threads / per_run) : i / per_run;
+    const int within = (same_place ? rank % per_run : i % per_run) * Bytes;
+    const char* from = s + run * SrcLdBytes + within;
+    char* to = d + run * DstLdBytes + within;
+#if __CUDA_ARCH__ >= 800
+    if constexpr (Async && Bytes == 16) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(to)), "l"(from));
+      continue;
+    } else if constexpr (Async && Bytes >= 4) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(shared_address(to)), "l"(from),
+                   "n"(Bytes));
+      continue;
+    }
+#endif
+    *reinterpret_cast<vec*>(to) = *reinterpret_cast<const vec*>(from);
+  }
+}
+
+// Wait for this thread's cp.async copies, then for the whole block.
+__device__ __forceinline__ void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+  __syncthreads();
+}
+
+// Close this thread's group of cp.async copies started since the last commit.
+__device__ __forceinline__ void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Wait until at most `Pending` of this thread's committed copy groups are still running,
+// then synchronize the block.
+template <int Pending>
+__device__ __forceinline__ void copy_wait_prior() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
+#endif
+  __syncthreads();
+}
+
+__device__ __forceinline__ int thread_rank() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+}  // namespace blasdx
+#endif  // BLASDX_COMMON_CUH
