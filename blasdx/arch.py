@@ -45,8 +45,9 @@ class Instruction:
     (name ``"fma"``, shape 1x1x1).
 
     ``ptx`` is the instruction's PTX with ``{a}``, ``{b}`` (operand types, PTX_TYPE) and
-    ``{op}`` (the bit operation) to fill in. ``ptx_sm75`` is the older, smaller form that
-    SM 75 issues several times instead (empty where there is none)."""
+    ``{op}`` (the bit operation) to fill in; it compiles from ``ptx_arch`` (0: from
+    ``min_sm``). ``ptx_sm75`` is the older, smaller form that SM 75 issues several times
+    instead (empty where there is none)."""
 
     name: str  # "mma_f16", "mma_bf16", "mma_tf32", "mma_f64", "mma_i8", "mma_fp8", "mma_i4", "mma_b1", "fma"
     m: int
@@ -61,9 +62,13 @@ class Instruction:
     b_regs: int = 2
     c_values: int = 4
     fragment_type: str = "unsigned"
+    # How fragments load (the partial templates/gemm/fragments_<this>.cuh.j2): "m16n8"
+    # element-wise (or ldmatrix) into 32-bit words, "packed" whole words of k, "f64" doubles.
+    fragments: str = "m16n8"
     ldmatrix: bool = False  # 16-bit operands: fragments load with ldmatrix
     packed: bool = False  # 4-bit and 1-bit operands: fragments are whole 32-bit words of k
     padding_unit: int = 16  # bytes a warp's fragment load takes from one row (see padded_leading_dimension)
+    ptx_arch: int = 0  # the arch from which ``ptx`` compiles, where later than min_sm
     ptx_sm75: str = ""
 
     @property
@@ -76,7 +81,7 @@ class Instruction:
 
 
 MMA_F16 = Instruction("mma_f16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 700,
-                      accumulator="float", operand_bits=16, ldmatrix=True,
+                      accumulator="float", operand_bits=16, ldmatrix=True, ptx_arch=800,
                       ptx_sm75="mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")
 MMA_BF16 = Instruction("mma_bf16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 800,
                        accumulator="float", operand_bits=16, ldmatrix=True)
@@ -85,7 +90,7 @@ MMA_TF32 = Instruction("mma_tf32", 16, 8, 8, "mma.sync.aligned.m16n8k8.row.col.f
 # Double fragments are read four rows a time by half a warp: 32-byte padding units.
 MMA_F64 = Instruction("mma_f64", 8, 8, 4, "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64", 800,
                       accumulator="double", operand_bits=64, a_regs=1, b_regs=1, c_values=2,
-                      fragment_type="double", padding_unit=32)
+                      fragment_type="double", fragments="f64", padding_unit=32)
 MMA_I8 = Instruction("mma_i8", 16, 8, 32, "mma.sync.aligned.m16n8k32.row.col.s32.{a}.{b}.s32", 800,
                      accumulator="int", operand_bits=8)
 MMA_FP8 = Instruction("mma_fp8", 16, 8, 32, "mma.sync.aligned.m16n8k32.row.col.f32.{a}.{b}.f32", 890,
@@ -93,10 +98,10 @@ MMA_FP8 = Instruction("mma_fp8", 16, 8, 32, "mma.sync.aligned.m16n8k32.row.col.f
 # Packed operands (k counts values): the same register layout as mma_i8, 32 bytes of k.
 # SM 75 has them as m8n8k32 / m8n8k128 (xor only), which the kernel issues four at a time.
 MMA_I4 = Instruction("mma_i4", 16, 8, 64, "mma.sync.aligned.m16n8k64.row.col.s32.{a}.{b}.s32", 750,
-                     accumulator="int", operand_bits=4, packed=True,
+                     accumulator="int", operand_bits=4, packed=True, fragments="packed", ptx_arch=800,
                      ptx_sm75="mma.sync.aligned.m8n8k32.row.col.s32.{a}.{b}.s32")
 MMA_B1 = Instruction("mma_b1", 16, 8, 256, "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.{op}.popc", 750,
-                     accumulator="int", operand_bits=1, packed=True,
+                     accumulator="int", operand_bits=1, packed=True, fragments="packed", ptx_arch=800,
                      ptx_sm75="mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc")
 FMA = Instruction("fma", 1, 1, 1, "", 0, scope="thread", a_regs=0, b_regs=0, c_values=0, fragment_type="")
 

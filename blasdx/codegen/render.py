@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 
 from .. import settings
-from ..arch import F16_MIN_COMPILE_ARCH, MMA_I8, PTX_TYPE, WIDEN_4BIT_MIN_ARCH
+from ..arch import MMA_I8, WIDEN_4BIT_MIN_ARCH
 from ..plan import GemmPlan, MatrixPlan
 from ..plan.kernel import kernel_parameters
 from .hooks import NO_FUSION, Fusion
@@ -99,15 +99,15 @@ def _context(plan: GemmPlan, name: str) -> dict:
             a_regs=instr.a_regs, b_regs=instr.b_regs, c_vals=instr.c_values,
             epr=32 // instr.operand_bits if instr.operand_bits <= 32 else 1,
             bit_op=plan.bit_op,
-            ptx_a=PTX_TYPE.get(a, ""), ptx_b=PTX_TYPE.get(b, ""),
+            fragments=instr.fragments,
+            ptx_arch=instr.ptx_arch or instr.min_sm,
             ptx_sm75=instr.spelled(a, b, plan.bit_op, instr.ptx_sm75) if instr.ptx_sm75 else "",
-            f16_min_arch=F16_MIN_COMPILE_ARCH // 10,
         )
         if instr.packed:
             # Bytes of k per row of A (and column of B); each instruction takes 32 of them.
             value_bits = plan.a.element_size * 8 // plan.a.pack  # 4 or 1
             ctx.update(k_bytes=plan.k * value_bits // 8, ik=32, values_per_word=32 // value_bits,
-                       widen_arch=WIDEN_4BIT_MIN_ARCH // 10,
+                       widen_arch=WIDEN_4BIT_MIN_ARCH,
                        # 4-bit fragments widened to bytes keep their signs: int8 mma's spelling.
                        ptx_widened=MMA_I8.spelled("int8" if a == "int4" else "uint8",
                                                   "int8" if b == "int4" else "uint8"))

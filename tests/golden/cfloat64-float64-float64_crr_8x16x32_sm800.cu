@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_d307d7ee
+// blasdx block GEMM blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_32a5b541
 //   8x16x32, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -46,16 +46,26 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
-// One output element: C(r, c) = c_store(alpha * acc + beta * c_load(C(r, c))).
+// The epilogue, written once for every path: the value of C(r, col) from its product acc
+// and its old value: c_store(alpha * acc + beta * c_load(old)). alpha == 0 ignores acc;
+// beta == 0 ignores old (callers read it only where beta != 0).
+template <class Acc, class CLoad, class CStore>
+__device__ __forceinline__ c_t epilogue(int r, int col, const Acc& acc, const c_t& old, const scalar_t& alpha,
+                                        const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
+  scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
+  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(old));
+  return blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
+}
+
+// One output element of C in shared memory.
 template <class Acc, class CLoad, class CStore>
 __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc, const scalar_t& alpha,
                                          const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
-  scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
   c_t* p = sc + c_index(r, col);
-  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(*p));
-  *p = blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
+  c_t old{};
+  if (!blasdx::is_zero(beta)) old = *p;
+  *p = epilogue(r, col, acc, old, alpha, beta, c_load, c_store);
 }
-
 
 // FMA: each thread accumulates 2x2 outputs in acc_t.
 constexpr int tile_m = 2, tile_n = 2, tiles_m = 4, tiles_n = 8;
@@ -72,25 +82,38 @@ template <class Op> __device__ __forceinline__ acc_t load_b(const b_t* sb, int r
 }
 
 
+constexpr int workers = threads, tile_threads = 1;
+using tile_accumulator = acc_t[tile_m][tile_n];
+struct tile_position { int m0, n0; };
+
 // The origin (m0, n0) of micro-tile number `tile`: its first row and column.
-__device__ __forceinline__ void tile_origin(int tile, int& m0, int& n0) {
+__device__ __forceinline__ tile_position tile_origin(int tile) {
+  int m0, n0;
   // Threads t and t^1 take the same rows, t and t^2 the same columns: shared memory
   // returns a load at twice the rate when such pairs read the same address, and each
   // of A's and B's loads is read by pairs. Groups of four then go along m.
   const int quad = tile >> 2;
   m0 = (2 * (quad % (tiles_m / 2)) + ((tile >> 1) & 1)) * group_m;
   n0 = (2 * (quad / (tiles_m / 2)) + (tile & 1)) * group_n;
+  return {m0, n0};
 }
 
 // Whether every element of the micro-tile at (m0, n0) lies inside m x n.
-__device__ __forceinline__ bool whole_tile(int m0, int n0) {
-  return tile_row(m0, tile_m - 1) < m && tile_col(n0, tile_n - 1) < n;
+__device__ __forceinline__ bool whole_tile(tile_position at) {
+  return tile_row(at.m0, tile_m - 1) < m && tile_col(at.n0, tile_n - 1) < n;
 }
 
-// acc = the micro-tile at (m0, n0) of op(a_load(A)) * op(b_load(B)).
+struct worker {
+  bool vector_ok;  // A and B 16-byte aligned for the float loop's 16-byte loads
+  __device__ __forceinline__ worker(int, const a_t* sa, const b_t* sb, const c_t*)
+      : vector_ok(false) {}
+};
+
+// acc = the micro-tile at `at` of op(a_load(A)) * op(b_load(B)).
 template <class ALoad, class BLoad>
-__device__ __forceinline__ void accumulate(acc_t (&acc)[tile_m][tile_n], const a_t* sa, const b_t* sb, int m0, int n0,
-                                           bool vector_ok, const ALoad& a_load, const BLoad& b_load) {
+__device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worker& w, tile_position at, const a_t* sa,
+                                              const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
+  const int m0 = at.m0, n0 = at.n0;
 #pragma unroll
   for (int i = 0; i < tile_m; ++i)
 #pragma unroll
@@ -109,9 +132,25 @@ __device__ __forceinline__ void accumulate(acc_t (&acc)[tile_m][tile_n], const a
   }
 }
 
-__device__ __forceinline__ bool vector_loads_ok(const a_t* sa, const b_t* sb) {
-  return false;
+// C = epilogue(acc, C) on the micro-tile in shared memory.
+template <class CLoad, class CStore>
+__device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker&, tile_position at, c_t* sc,
+                                           const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                           const CStore& c_store) {
+#pragma unroll
+  for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j)
+      if (tile_row(at.m0, i) < m && tile_col(at.n0, j) < n)
+        update_c(sc, tile_row(at.m0, i), tile_col(at.n0, j), acc[i][j], alpha, beta, c_load, c_store);
 }
+
+// --- Entry points, the same for every path ------------------------------------------------
+// The path above defines: workers (the threads that take part) and tile_threads (threads
+// per tile: a warp or one thread); tile_accumulator and tile_c (a tile's products and its
+// C values in registers); worker (what a thread works out once per call); tile_origin;
+// multiply_tile; store_tile (C in shared memory); load_tile_c and store_tile_c (C in
+// global memory).
 
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
@@ -119,19 +158,13 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
-  const bool vector_ok = vector_loads_ok(sa, sb);
-  if (rank < threads) {
-    for (int tile = rank; tile < tiles; tile += threads) {
-      int m0, n0;
-      tile_origin(tile, m0, n0);
-      acc_t acc[tile_m][tile_n];
-      accumulate(acc, sa, sb, m0, n0, vector_ok, a_load, b_load);
-#pragma unroll
-      for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-        for (int j = 0; j < tile_n; ++j)
-          if (tile_row(m0, i) < m && tile_col(n0, j) < n)
-            update_c(sc, tile_row(m0, i), tile_col(n0, j), acc[i][j], alpha, beta, c_load, c_store);
+  if (rank < workers) {
+    const worker w(rank, sa, sb, sc);
+    for (int tile = rank / tile_threads; tile < tiles; tile += workers / tile_threads) {
+      const tile_position at = tile_origin(tile);
+      tile_accumulator acc;
+      multiply_tile(acc, w, at, sa, sb, a_load, b_load);
+      store_tile(acc, w, at, sc, alpha, beta, c_load, c_store);
     }
   }
   __syncthreads();
@@ -142,7 +175,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Two stages: the copies of a block's next item (cp.async) overlap the current item's GEMM.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_d307d7ee(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_32a5b541(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_24e78c6f
+// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_50ac4bf2
 //   64x64x64, mma_f16, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 128 threads of the block (in thread-rank
@@ -46,16 +46,26 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
-// One output element: C(r, c) = c_store(alpha * acc + beta * c_load(C(r, c))).
+// The epilogue, written once for every path: the value of C(r, col) from its product acc
+// and its old value: c_store(alpha * acc + beta * c_load(old)). alpha == 0 ignores acc;
+// beta == 0 ignores old (callers read it only where beta != 0).
+template <class Acc, class CLoad, class CStore>
+__device__ __forceinline__ c_t epilogue(int r, int col, const Acc& acc, const c_t& old, const scalar_t& alpha,
+                                        const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
+  scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
+  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(old));
+  return blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
+}
+
+// One output element of C in shared memory.
 template <class Acc, class CLoad, class CStore>
 __device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc, const scalar_t& alpha,
                                          const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
-  scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
   c_t* p = sc + c_index(r, col);
-  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(*p));
-  *p = blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
+  c_t old{};
+  if (!blasdx::is_zero(beta)) old = *p;
+  *p = epilogue(r, col, acc, old, alpha, beta, c_load, c_store);
 }
-
 
 // Tensor cores: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // Each warp computes 32x32 tiles of C (2x4 instructions of 16x8x16),
@@ -152,16 +162,25 @@ __device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_
 #if __CUDA_ARCH__ >= 800
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %0, %1, %2, %3 }, { %4, %5, %6, %7 }, { %8, %9 }, { %0, %1, %2, %3 };"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+               : "r"(a[0]), "r"(a[0 + 1]), "r"(a[0 + 2]), "r"(a[0 + 3]), "r"(b[0]), "r"(b[0 + 1]));
+
 #elif __CUDA_ARCH__ >= 750
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 { %0, %1, %2, %3 }, { %4, %5 }, { %6 }, { %0, %1, %2, %3 };"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(b[0]));
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 { %0, %1, %2, %3 }, { %4, %5 }, { %6 }, { %0, %1, %2, %3 };"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+  // SM 75: two m16n8k8, the two halves of k.
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 { %0, %1, %2, %3 }, { %4, %5 }, { %6 }, { %0, %1, %2, %3 };"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[2 * h]), "r"(a[2 * h + 1]), "r"(b[h]));
 #else
 #error "blasdx: the float16 tensor-core path needs sm_75 or newer to compile"
 #endif
 }
+
+// A warp owns a tile; lane l holds accumulator values in rows g = l / 4 (+ 8) and columns
+// 2 * (l % 4) (+ 1) of each instruction tile (c_row, c_col).
+constexpr int workers = warps * 32, tile_threads = 32;
+using tile_accumulator = mma_acc_t[pm][pn][c_vals];
+struct tile_position { int m0, n0; };
+__device__ __forceinline__ tile_position tile_origin(int tile) { return {(tile / tiles_n) * tile_m, (tile % tiles_n) * tile_n}; }
 
 // The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
 constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
@@ -169,26 +188,24 @@ constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
 constexpr bool c_pairs = ldc % 2 == 0;
 using c_pair_t = blasdx::pair<c_t>;
 
-// The outputs C(r, col) and C(r, col + 1) of update_c from their products and their old
-// values `old` (read only where beta != 0).
+struct worker {
+  int lane, g, t;
+  bool c_pairs_ok;  // C in shared memory takes pairs of outputs as one access
+  __device__ __forceinline__ worker(int rank, const a_t*, const b_t*, const c_t* c)
+      : lane(rank & 31), g((rank & 31) >> 2), t(rank & 3),
+        c_pairs_ok(c_pairs && (reinterpret_cast<unsigned long long>(c) & (2 * sizeof(c_t) - 1)) == 0) {}
+};
+
+// The outputs C(r, col) and C(r, col + 1) from their products and their old values.
 template <class Acc, class CLoad, class CStore>
 __device__ __forceinline__ c_pair_t updated_pair(int r, int col, const Acc& acc0, const Acc& acc1, const c_pair_t& old,
                                                  const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                                  const CStore& c_store) {
-  scalar_t v0 = blasdx::zero<scalar_t>(), v1 = blasdx::zero<scalar_t>();
-  if (!blasdx::is_zero(alpha)) {
-    v0 = alpha * blasdx::convert<scalar_t>(acc0);
-    v1 = alpha * blasdx::convert<scalar_t>(acc1);
-  }
-  if (!blasdx::is_zero(beta)) {
-    v0 = v0 + beta * c_load(blasdx::convert<scalar_t>(old.x));
-    v1 = v1 + beta * c_load(blasdx::convert<scalar_t>(old.y));
-  }
-  return c_pair_t{blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v0)),
-                  blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col + 1, v1))};
+  return c_pair_t{epilogue(r, col, acc0, old.x, alpha, beta, c_load, c_store),
+                  epilogue(r, col + 1, acc1, old.y, alpha, beta, c_load, c_store)};
 }
 
-// Two neighbouring outputs C(r, col) and C(r, col + 1), as update_c, with one load and one store.
+// Two neighbouring outputs C(r, col) and C(r, col + 1) in shared memory, with one load and one store.
 template <class Acc, class CLoad, class CStore>
 __device__ __forceinline__ void update_c_pair(c_t* sc, int r, int col, const Acc& acc0, const Acc& acc1,
                                               const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
@@ -199,12 +216,12 @@ __device__ __forceinline__ void update_c_pair(c_t* sc, int r, int col, const Acc
   *p = updated_pair(r, col, acc0, acc1, old, alpha, beta, c_load, c_store);
 }
 
-// C = alpha * acc + beta * C on a warp's tile at (m0, n0), values (v, v + 1) as one pair
+// C = epilogue(acc, C) on a warp's tile in shared memory, values (v, v + 1) as one pair
 // where Pairs (both inside n), else one by one.
 template <bool Pairs, class CLoad, class CStore>
-__device__ __forceinline__ void store_tile(const mma_acc_t (&acc)[pm][pn][c_vals], c_t* sc, int m0, int n0, int g,
-                                           int t, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
-                                           const CStore& c_store) {
+__device__ __forceinline__ void store_tile_in(const tile_accumulator& acc, c_t* sc, int m0, int n0, int g, int t,
+                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                              const CStore& c_store) {
 #pragma unroll
   for (int i = 0; i < pm; ++i)
 #pragma unroll
@@ -221,11 +238,19 @@ __device__ __forceinline__ void store_tile(const mma_acc_t (&acc)[pm][pn][c_vals
       }
 }
 
-// acc = the warp tile at (m0, n0) of op(a_load(A)) * op(b_load(B)), for lane `lane`.
+template <class CLoad, class CStore>
+__device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker& w, tile_position at, c_t* sc,
+                                           const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                           const CStore& c_store) {
+  if (w.c_pairs_ok) store_tile_in<true>(acc, sc, at.m0, at.n0, w.g, w.t, alpha, beta, c_load, c_store);
+  else store_tile_in<false>(acc, sc, at.m0, at.n0, w.g, w.t, alpha, beta, c_load, c_store);
+}
+
+// acc = the warp tile at `at` of op(a_load(A)) * op(b_load(B)), for lane w.lane.
 template <class ALoad, class BLoad>
-__device__ __forceinline__ void multiply_tile(mma_acc_t (&acc)[pm][pn][c_vals], const a_t* sa, const b_t* sb, int m0,
-                                              int n0, int lane, const ALoad& a_load, const BLoad& b_load) {
-  const int g = lane >> 2, t = lane & 3;
+__device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worker& w, tile_position at, const a_t* sa,
+                                              const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
+  const int m0 = at.m0, n0 = at.n0, lane = w.lane, g = w.g, t = w.t;
   // ldmatrix needs 16-byte aligned rows and no load hook; otherwise fragments load element-wise.
   const bool ldmatrix_a_ok = lda % 8 == 0 && blasdx::is_same<ALoad, blasdx::identity>::value &&
                              (reinterpret_cast<unsigned long long>(sa) & 15) == 0;
@@ -233,6 +258,7 @@ __device__ __forceinline__ void multiply_tile(mma_acc_t (&acc)[pm][pn][c_vals], 
                              (reinterpret_cast<unsigned long long>(sb) & 15) == 0;
   // Every fragment of every tile by ldmatrix: no per-fragment checks in the loop over k.
   const bool all_ldmatrix = whole_tiles && k % ik == 0 && pn % 2 == 0 && ldmatrix_a_ok && ldmatrix_b_ok;
+
 #pragma unroll
   for (int i = 0; i < pm; ++i)
 #pragma unroll
@@ -270,6 +296,7 @@ __device__ __forceinline__ void multiply_tile(mma_acc_t (&acc)[pm][pn][c_vals], 
         if (j + 1 < pn) load_fragment_b(fb[j + 1], sb, k0, n1 + in_, g, t, b_load);
       }
     }
+
 #pragma unroll
     for (int i = 0; i < pm; ++i)
 #pragma unroll
@@ -277,21 +304,26 @@ __device__ __forceinline__ void multiply_tile(mma_acc_t (&acc)[pm][pn][c_vals], 
   }
 }
 
+// --- Entry points, the same for every path ------------------------------------------------
+// The path above defines: workers (the threads that take part) and tile_threads (threads
+// per tile: a warp or one thread); tile_accumulator and tile_c (a tile's products and its
+// C values in registers); worker (what a thread works out once per call); tile_origin;
+// multiply_tile; store_tile (C in shared memory); load_tile_c and store_tile_c (C in
+// global memory).
+
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
-  if (rank < warps * 32) {
-    const int warp = rank >> 5, lane = rank & 31, g = lane >> 2, t = lane & 3;
-    const bool c_pairs_ok = c_pairs && (reinterpret_cast<unsigned long long>(sc) & (2 * sizeof(c_t) - 1)) == 0;
-    for (int tile = warp; tile < tiles; tile += warps) {
-      const int m0 = (tile / tiles_n) * tile_m, n0 = (tile % tiles_n) * tile_n;
-      mma_acc_t acc[pm][pn][c_vals];
-      multiply_tile(acc, sa, sb, m0, n0, lane, a_load, b_load);
-      if (c_pairs_ok) store_tile<true>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
-      else store_tile<false>(acc, sc, m0, n0, g, t, alpha, beta, c_load, c_store);
+  if (rank < workers) {
+    const worker w(rank, sa, sb, sc);
+    for (int tile = rank / tile_threads; tile < tiles; tile += workers / tile_threads) {
+      const tile_position at = tile_origin(tile);
+      tile_accumulator acc;
+      multiply_tile(acc, w, at, sa, sb, a_load, b_load);
+      store_tile(acc, w, at, sc, alpha, beta, c_load, c_store);
     }
   }
   __syncthreads();
@@ -301,7 +333,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_24e78c6f(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_50ac4bf2(
     const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
     long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
