@@ -15,6 +15,7 @@ import numpy as np
 
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
+from .runtime.device import cupy_module
 
 _RANGES = {"int4": (-8, 7), "uint4": (0, 15), "binary": (0, 1)}
 _UNPACKED_DTYPE = {"int4": np.int8, "uint4": np.uint8, "binary": np.uint8}
@@ -22,9 +23,7 @@ _UNPACKED_DTYPE = {"int4": np.int8, "uint4": np.uint8, "binary": np.uint8}
 
 def _module(x: Any) -> Any:
     if type(x).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
+        return cupy_module()
     return np
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import blasdx.pipeline
 from blasdx.describe.precision import PRECISIONS
 
 # Relative Frobenius error bounds by precision (inputs and output); 0 means exact.
@@ -133,8 +134,9 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
-def run_and_check(desc, rng, batch=3, alpha=1.0, beta=0.0, lds=None, seed=None):
-    """Execute desc on fresh random data; assert the bound; return the relative error."""
+def run_and_check(desc, rng, batch=3, alpha=1.0, beta=0.0, lds=None, seed=None, overrides=None):
+    """Execute desc on fresh random data (with the planner's choices fixed by ``overrides``
+    where given); assert the bound; return the relative error."""
     lds = lds or {}
     a = Operand(desc, "a", batch, None, rng, lds.get("a"))
     b = Operand(desc, "b", batch, None, rng, lds.get("b"))
@@ -144,7 +146,10 @@ def run_and_check(desc, rng, batch=3, alpha=1.0, beta=0.0, lds=None, seed=None):
         c.poison_all()
         c_before = np.zeros_like(c.values)
     snapshot = c.host()
-    desc.execute(a.array, b.array, c.array, alpha=alpha, beta=beta)
+    if overrides is None:
+        desc.execute(a.array, b.array, c.array, alpha=alpha, beta=beta)
+    else:
+        blasdx.pipeline.execute(blasdx.pipeline.plan(desc, overrides), a.array, b.array, c.array, alpha, beta)
     out = c.result()
     ref = alpha * np.matmul(a.values, b.values) + beta * c_before
     if desc.conjugate[0] or desc.conjugate[1]:

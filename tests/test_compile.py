@@ -13,9 +13,9 @@ import pytest
 import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, CompileError, LeadingDimension, Precision, Size, Type
 from blasdx.arch import shared_memory_limit
+from blasdx.codegen.render import render_common
 from blasdx.compiler import compile_source, supported_archs
 from blasdx.describe.traits import shared_memory_parts_of
-from blasdx.codegen.render import render_common
 from blasdx.pipeline import kernel_source
 from blasdx.plan import kernel_plan, with_alignment
 

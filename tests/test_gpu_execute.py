@@ -16,6 +16,7 @@ from blasdx import (
     BlockDim,
     DeviceError,
     LeadingDimension,
+    PlanOverrides,
     Precision,
     Size,
     TransposeMode,
@@ -399,3 +400,28 @@ def test_device_older_than_descriptor_sm_is_a_device_error(monkeypatch):
 
 def test_poison_values_are_not_zero():
     assert np.isnan(poison_value("float32")) and poison_value("int8") != 0
+
+
+OVERRIDE_CASES = [  # precision, size, arrangement, threads, overrides: kernels the planner would not choose
+    (PRECISIONS[1], (32, 32, 32), "rrr", None, PlanOverrides(pipeline_stages=2)),
+    (PRECISIONS[1], (32, 32, 32), "rrr", None, PlanOverrides(c_in_registers=False)),
+    (PRECISIONS[1], (64, 64, 64), "rrr", None, PlanOverrides(c_in_registers=True)),
+    (PRECISIONS[1], (30, 30, 30), "rcr", None, PlanOverrides(c_in_registers=True, pipeline_stages=2)),
+    (PRECISIONS[5], (64, 64, 64), "rrr", None, PlanOverrides(pipeline_stages=2, c_in_registers=False)),
+    (PRECISIONS[5], (64, 64, 64), "rrr", 256, PlanOverrides(fma_micro_tile=(4, 4, 4, 4), fma_thread_pairs=False)),
+    (PRECISIONS[5], (64, 64, 64), "crc", 128, PlanOverrides(fma_micro_tile=(8, 4, 8, 4))),
+    (PRECISIONS[5], (30, 31, 33), "crr", None, PlanOverrides(c_in_registers=True)),
+    (PRECISIONS[6], (32, 32, 32), "rrr", None, PlanOverrides(c_in_registers=False, pipeline_stages=2)),
+    (PRECISIONS[6], (32, 32, 32), "rcr", None, PlanOverrides(min_blocks_per_sm=16)),
+]
+
+
+@pytest.mark.parametrize("prec, size, arrangement, threads, overrides", OVERRIDE_CASES,
+                         ids=[f"{p[0]}-{'x'.join(map(str, s))}-{a}-{o}" for p, s, a, _, o in OVERRIDE_CASES])
+def test_overridden_plans_compute_the_same_gemm(prec, size, arrangement, threads, overrides):
+    """The variants the ablations run (blasdx.PlanOverrides) are correct GEMMs too."""
+    layouts = {"r": "row_major", "c": "col_major"}
+    desc = describe(prec, size=size, arrangement=tuple(layouts[x] for x in arrangement),
+                    extra=(BlockDim(threads),) if threads else ())
+    run_and_check(desc, _rng(), batch=5, alpha=1.5, beta=0.5, seed=SEED, overrides=overrides)
+    run_and_check(desc, _rng(), batch=3, beta=0, seed=SEED, overrides=overrides)

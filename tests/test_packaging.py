@@ -20,8 +20,17 @@ def test_wheel_ships_the_templates(tmp_path):
                    check=True, capture_output=True)
     wheel = next(tmp_path.glob("blasdx-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for template in ("common.cuh.j2", "gemm.cuh.j2", "kernel.cu.j2"):
-        assert f"blasdx/templates/{template}" in names, names
+    templates = [p.relative_to(ROOT).as_posix() for p in (ROOT / "templates").rglob("*.j2")]
+    assert "templates/gemm/epilogue.cuh.j2" in templates
+    for template in templates:
+        assert f"blasdx/{template}" in names, names
+    modules = [p.relative_to(ROOT).as_posix() for p in (ROOT / "blasdx").rglob("*.py")]
+    assert "blasdx/plan/kernel.py" in modules
+    for module in modules:
+        assert module in names, names
+    from blasdx import __version__
+
+    assert wheel.name.startswith(f"blasdx-{__version__}-"), wheel.name
 
 
 def test_demo_runs_and_says_what_it_skipped():

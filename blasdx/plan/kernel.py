@@ -13,6 +13,7 @@ from functools import lru_cache
 
 from ..arch import shared_memory_limit
 from ..describe.traits import padded_leading_dimension
+from ..errors import UnsupportedError
 from .block import GemmPlan, MatrixPlan, pipeline_stages
 
 
@@ -68,11 +69,17 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
     a short GEMM (benchmarks/ablate_fma.py, two runs on an H200: 32^3 f32 83-84% of copy
     with C staged, 80-81% with C in registers and two stages; 64^3 71-73% staged, 78-79% in
     registers)."""
-    if plan.overrides.c_in_registers is not None:
-        return plan.overrides.c_in_registers
     c = plan.c
+    pairs = c.layout == "row_major" and c.vector_bytes >= 2 * c.element_size
+    if plan.overrides.c_in_registers is not None:
+        if plan.overrides.c_in_registers and plan.instruction.is_mma and not pairs:
+            raise UnsupportedError(
+                f"PlanOverrides(c_in_registers=True): the tensor-core path keeps C in registers in pairs of "
+                f"neighbouring outputs, which needs row-major C aligned to two elements (C is {c.layout}, "
+                f"moved {c.vector_bytes} bytes at a time); leave c_in_registers to the planner")
+        return plan.overrides.c_in_registers
     if plan.instruction.is_mma:
-        if c.layout != "row_major" or c.vector_bytes < 2 * c.element_size:
+        if not pairs:
             return False
         return c.element_size == 8 or (c.element_size == 2 and plan.tiles == 1 and c.ld * c.element_size <= 64)
     return stages_with_c_staged == 1 and plan.a.layout == c.layout

@@ -136,17 +136,23 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   }
 }
 
+// Calls f(i, j, r, col) for each element acc[i][j] of the micro-tile at `at` inside m x n:
+// the output C(r, col).
+template <class F>
+__device__ __forceinline__ void for_each_element(tile_position at, const F& f) {
+#pragma unroll
+  for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j)
+      if (tile_row(at.m0, i) < m && tile_col(at.n0, j) < n) f(i, j, tile_row(at.m0, i), tile_col(at.n0, j));
+}
+
 // C = epilogue(acc, C) on the micro-tile in shared memory.
 template <class CLoad, class CStore>
 __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker&, tile_position at, c_t* sc,
                                            const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                            const CStore& c_store) {
-#pragma unroll
-  for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-    for (int j = 0; j < tile_n; ++j)
-      if (tile_row(at.m0, i) < m && tile_col(at.n0, j) < n)
-        update_c(sc, tile_row(at.m0, i), tile_col(at.n0, j), acc[i][j], alpha, beta, c_load, c_store);
+  for_each_element(at, [&](int i, int j, int r, int col) { update_c(sc, r, col, acc[i][j], alpha, beta, c_load, c_store); });
 }
 
 // C in global memory, 16 bytes at a time along C's rows where the micro-tile is
@@ -156,16 +162,24 @@ constexpr bool c_vector = false;
 constexpr int c_di = 0, c_dj = 1;
 using tile_c = c_t[tile_m][tile_n];
 
+// Calls f(i, j, p) for each 16-byte group of a whole micro-tile: cv[i + q * c_di][j + q * c_dj]
+// for q < 4 live at p[q] in global memory.
+template <class T, class F>
+__device__ __forceinline__ void for_each_vector(T* gc, tile_position at, const F& f) {
+#pragma unroll
+  for (int i = 0; i < tile_m; i += 1 + 3 * c_di)
+#pragma unroll
+    for (int j = 0; j < tile_n; j += 1 + 3 * c_dj) f(i, j, gc + global_c_index(tile_row(at.m0, i), tile_col(at.n0, j)));
+}
+
 __device__ __forceinline__ void load_tile_c(tile_c& cv, const worker&, tile_position at, const c_t* gc) {
-  const int m0 = at.m0, n0 = at.n0;
   if (c_vector && whole_tile(at)) {
   } else {
 #pragma unroll
     for (int i = 0; i < tile_m; ++i)
 #pragma unroll
-      for (int j = 0; j < tile_n; ++j)
-        cv[i][j] = (tile_row(m0, i) < m && tile_col(n0, j) < n) ? gc[global_c_index(tile_row(m0, i), tile_col(n0, j))]
-                                                               : blasdx::zero<c_t>();
+      for (int j = 0; j < tile_n; ++j) cv[i][j] = blasdx::zero<c_t>();
+    for_each_element(at, [&](int i, int j, int r, int col) { cv[i][j] = gc[global_c_index(r, col)]; });
   }
 }
 
@@ -173,19 +187,14 @@ template <class CLoad, class CStore>
 __device__ __forceinline__ void store_tile_c(const tile_accumulator& acc, tile_c& cv, const worker&, tile_position at,
                                              c_t* gc, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                              const CStore& c_store) {
-  const int m0 = at.m0, n0 = at.n0;
 #pragma unroll
   for (int i = 0; i < tile_m; ++i)
 #pragma unroll
     for (int j = 0; j < tile_n; ++j)
-      cv[i][j] = epilogue(tile_row(m0, i), tile_col(n0, j), acc[i][j], cv[i][j], alpha, beta, c_load, c_store);
+      cv[i][j] = epilogue(tile_row(at.m0, i), tile_col(at.n0, j), acc[i][j], cv[i][j], alpha, beta, c_load, c_store);
   if (c_vector && whole_tile(at)) {
   } else {
-#pragma unroll
-    for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-      for (int j = 0; j < tile_n; ++j)
-        if (tile_row(m0, i) < m && tile_col(n0, j) < n) gc[global_c_index(tile_row(m0, i), tile_col(n0, j))] = cv[i][j];
+    for_each_element(at, [&](int i, int j, int r, int col) { gc[global_c_index(r, col)] = cv[i][j]; });
   }
 }
 
@@ -241,9 +250,9 @@ __device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
+// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
 extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_191ebd7d(
-    const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
-    long long batch, long long stride_a, long long stride_b, long long stride_c) {
+const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
   const bool read_c = !blasdx::is_zero(beta);

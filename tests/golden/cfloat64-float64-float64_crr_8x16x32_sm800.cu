@@ -132,17 +132,23 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   }
 }
 
+// Calls f(i, j, r, col) for each element acc[i][j] of the micro-tile at `at` inside m x n:
+// the output C(r, col).
+template <class F>
+__device__ __forceinline__ void for_each_element(tile_position at, const F& f) {
+#pragma unroll
+  for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j)
+      if (tile_row(at.m0, i) < m && tile_col(at.n0, j) < n) f(i, j, tile_row(at.m0, i), tile_col(at.n0, j));
+}
+
 // C = epilogue(acc, C) on the micro-tile in shared memory.
 template <class CLoad, class CStore>
 __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker&, tile_position at, c_t* sc,
                                            const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                            const CStore& c_store) {
-#pragma unroll
-  for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-    for (int j = 0; j < tile_n; ++j)
-      if (tile_row(at.m0, i) < m && tile_col(at.n0, j) < n)
-        update_c(sc, tile_row(at.m0, i), tile_col(at.n0, j), acc[i][j], alpha, beta, c_load, c_store);
+  for_each_element(at, [&](int i, int j, int r, int col) { update_c(sc, r, col, acc[i][j], alpha, beta, c_load, c_store); });
 }
 
 // --- Entry points, the same for every path ------------------------------------------------
@@ -175,9 +181,9 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Two stages: the copies of a block's next item (cp.async) overlap the current item's GEMM.
+// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
 extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_32a5b541(
-    const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
-    long long batch, long long stride_a, long long stride_b, long long stride_c) {
+const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
   const bool read_c = !blasdx::is_zero(beta);

@@ -161,34 +161,40 @@ __device__ __forceinline__ void update_c_pair(c_t* sc, int r, int col, const Acc
   *p = updated_pair(r, col, acc0, acc1, old, alpha, beta, c_load, c_store);
 }
 
-// C = epilogue(acc, C) on a warp's tile in shared memory, values (v, v + 1) as one pair
-// where Pairs (both inside n), else one by one.
-template <bool Pairs, class CLoad, class CStore>
-__device__ __forceinline__ void store_tile_in(const tile_accumulator& acc, c_t* sc, int m0, int n0, int g, int t,
-                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
-                                              const CStore& c_store) {
+// Calls f(i, j, v, r, col) for each pair of this lane's accumulator values acc[i][j][v] and
+// acc[i][j][v + 1] of the warp tile at `at`: the outputs C(r, col) and C(r, col + 1).
+template <class F>
+__device__ __forceinline__ void for_each_pair(const worker& w, tile_position at, const F& f) {
 #pragma unroll
   for (int i = 0; i < pm; ++i)
 #pragma unroll
     for (int j = 0; j < pn; ++j)
 #pragma unroll
-      for (int v = 0; v < c_vals; v += 2) {
-        const int r = m0 + i * im + c_row(v, g, t), col = n0 + j * in_ + c_col(v, g, t);
-        if (Pairs && (whole_tiles || (r < m && col + 1 < n))) {
-          update_c_pair(sc, r, col, acc[i][j][v], acc[i][j][v + 1], alpha, beta, c_load, c_store);
-        } else if (whole_tiles || r < m) {
-          if (whole_tiles || col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
-          if (whole_tiles || col + 1 < n) update_c(sc, r, col + 1, acc[i][j][v + 1], alpha, beta, c_load, c_store);
-        }
-      }
+      for (int v = 0; v < c_vals; v += 2) f(i, j, v, at.m0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
+}
+
+// C = epilogue(acc, C) on a warp's tile in shared memory, values (v, v + 1) as one pair
+// where Pairs (both inside n), else one by one.
+template <bool Pairs, class CLoad, class CStore>
+__device__ __forceinline__ void store_tile_in(const tile_accumulator& acc, const worker& w, tile_position at, c_t* sc,
+                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                              const CStore& c_store) {
+  for_each_pair(w, at, [&](int i, int j, int v, int r, int col) {
+    if (Pairs && (whole_tiles || (r < m && col + 1 < n))) {
+      update_c_pair(sc, r, col, acc[i][j][v], acc[i][j][v + 1], alpha, beta, c_load, c_store);
+    } else if (whole_tiles || r < m) {
+      if (whole_tiles || col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
+      if (whole_tiles || col + 1 < n) update_c(sc, r, col + 1, acc[i][j][v + 1], alpha, beta, c_load, c_store);
+    }
+  });
 }
 
 template <class CLoad, class CStore>
 __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker& w, tile_position at, c_t* sc,
                                            const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                            const CStore& c_store) {
-  if (w.c_pairs_ok) store_tile_in<true>(acc, sc, at.m0, at.n0, w.g, w.t, alpha, beta, c_load, c_store);
-  else store_tile_in<false>(acc, sc, at.m0, at.n0, w.g, w.t, alpha, beta, c_load, c_store);
+  if (w.c_pairs_ok) store_tile_in<true>(acc, w, at, sc, alpha, beta, c_load, c_store);
+  else store_tile_in<false>(acc, w, at, sc, alpha, beta, c_load, c_store);
 }
 
 // acc = the warp tile at `at` of op(a_load(A)) * op(b_load(B)), for lane w.lane.
@@ -247,9 +253,9 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
+// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
 extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm800_s8s8s32_64x32x64_rcr_t64_586fbe4b(
-    const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta,
-    long long batch, long long stride_a, long long stride_b, long long stride_c) {
+const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
   const bool read_c = !blasdx::is_zero(beta);

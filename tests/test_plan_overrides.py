@@ -1,0 +1,88 @@
+"""PlanOverrides and the pipeline's public seams: the planner's choices fixed by hand (what
+the benchmarks and ablations use), and the in-process caches."""
+
+from __future__ import annotations
+
+import pytest
+
+import blasdx
+import blasdx.pipeline as pipeline
+from blasdx import SM, Arrangement, Block, BlockDim, DescriptorError, PlanOverrides, Precision, Size, UnsupportedError
+from blasdx.plan import kernel_plan, with_alignment
+
+ROW = Arrangement("row_major", "row_major", "row_major")
+F16 = Size(32, 32, 32) + Precision("float16") + ROW + SM(900) + Block()
+F32 = Size(64, 64, 64) + Precision("float32") + ROW + SM(900) + Block()
+
+
+def test_no_overrides_is_the_descriptors_own_plan():
+    assert pipeline.plan(F16) is F16.plan
+    assert pipeline.plan(F16, PlanOverrides()) == F16.plan
+    assert PlanOverrides().is_default and not PlanOverrides(pipeline_stages=1).is_default
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_pipeline_stages_override_reaches_the_kernel(stages):
+    plan = pipeline.plan(F16, PlanOverrides(pipeline_stages=stages))
+    kernel = kernel_plan(plan)
+    assert kernel.pipeline_stages == stages
+    assert ("copy_wait_prior<1>" in pipeline.kernel_source(plan)) == (stages == 2)
+    assert kernel.kernel_name != kernel_plan(F16.plan).kernel_name  # overrides are part of the kernel's identity
+
+
+@pytest.mark.parametrize("in_registers", [False, True])
+def test_c_placement_override(in_registers):
+    plan = with_alignment(pipeline.plan(F16, PlanOverrides(c_in_registers=in_registers)), (16, 16, 16))
+    kernel = kernel_plan(plan)
+    assert kernel.c_in_registers == in_registers and (kernel.c.smem_bytes == 0) == in_registers
+    assert ("execute_global_c(alpha" in pipeline.kernel_source(plan)) == in_registers
+
+
+def test_c_in_registers_on_tensor_cores_needs_row_major_pairs():
+    col = F16.replace(Arrangement("row_major", "row_major", "col_major"))
+    with pytest.raises(UnsupportedError, match=r"row-major C aligned to two elements \(C is col_major"):
+        kernel_plan(pipeline.plan(col, PlanOverrides(c_in_registers=True)))
+
+
+def test_fma_micro_tile_and_thread_order_overrides():
+    desc = F32.replace(BlockDim(256))
+    plan = pipeline.plan(desc, PlanOverrides(fma_micro_tile=(4, 4, 4, 4), fma_thread_pairs=False))
+    assert (plan.tile_m, plan.tile_n, plan.group_m, plan.tiles_m, plan.tiles_n) == (4, 4, 4, 16, 16)
+    assert not plan.fma_thread_pairs and pipeline.plan(desc, PlanOverrides(fma_micro_tile=(4, 4, 4, 4))).fma_thread_pairs
+    grouped = pipeline.plan(F32, PlanOverrides(fma_micro_tile=(8, 4, 4, 4)))
+    assert (grouped.group_m, grouped.tile_m) == (4, 8)
+    assert len({p.kernel_name for p in (F32.plan, grouped, plan)}) == 3
+
+
+def test_min_blocks_override_caps_registers_through_launch_bounds():
+    plan = pipeline.plan(F16, PlanOverrides(min_blocks_per_sm=12))
+    assert f"__launch_bounds__({plan.threads}, 12)" in pipeline.kernel_source(plan)
+    assert f"__launch_bounds__({plan.threads})" in F16.source
+
+
+def test_overridden_plan_compiles():
+    plan = pipeline.plan(F32, PlanOverrides(pipeline_stages=2, c_in_registers=True, fma_micro_tile=(8, 4, 8, 4)))
+    assert pipeline.compile_for_arch(plan, 900).cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"pipeline_stages": 3}, "pipeline_stages must be 1 or 2"),
+    ({"fma_micro_tile": (8, 4, 3, 4)}, "groups dividing the tile"),
+    ({"fma_micro_tile": (8, 4)}, r"\(tile_m, tile_n, group_m, group_n\)"),
+    ({"min_blocks_per_sm": 0}, "min_blocks_per_sm must be an int >= 1"),
+])
+def test_bad_overrides_are_descriptor_errors(kwargs, match):
+    with pytest.raises(DescriptorError, match=match):
+        PlanOverrides(**kwargs)
+
+
+def test_overrides_need_an_executable_descriptor():
+    with pytest.raises(blasdx.IncompleteDescriptorError, match="Block"):
+        pipeline.plan(Size(8, 8, 8) + SM(900), PlanOverrides(pipeline_stages=1))
+
+
+def test_clear_caches_empties_every_in_process_cache():
+    F16.compile(arch=900)
+    assert pipeline.cache_info()["compiled"] >= 1 and pipeline.cache_info()["kernel_plans"] >= 1
+    pipeline.clear_caches()
+    assert set(pipeline.cache_info().values()) == {0}
