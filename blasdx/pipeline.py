@@ -81,7 +81,8 @@ def device_source(block: GemmPlan, name: str = "gemm") -> str:
 
 def kernel_source(block: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
     """The complete source of the batched kernel behind ``execute()``."""
-    return render.render_kernel(kernel_plan(block), kernel_name(block, fusion), fusion)
+    kernel = kernel_plan(block)
+    return render.render_kernel(kernel, kernel_name(kernel, fusion), fusion)
 
 
 # --- source -> cubin ---------------------------------------------------------------------
@@ -108,7 +109,7 @@ def compile_for_arch(block: GemmPlan, arch: int, fusion: Fusion | None = None, *
             f"the float16 tensor-core path needs SM {F16_MIN_COMPILE_ARCH} or newer to compile, got arch {arch}"
         )
     kernel = kernel_plan(block)
-    name = kernel_name(block, fusion)
+    name = kernel_name(kernel, fusion)
     try:
         entry = compile_source(render.render_kernel(kernel, name, fusion), arch, name=name, cache=cache,
                                metadata={"kernel_name": name})

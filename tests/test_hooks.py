@@ -28,7 +28,7 @@ def fusion_for(desc, has_bias=False, **hooks):
 def test_no_hooks_is_the_plain_kernel():
     assert fusion_for(F16) == NO_FUSION
     assert kernel_source(F16.plan, NO_FUSION) == F16.source
-    assert kernel_name(F16.plan, NO_FUSION) == kernel_plan(F16.plan).kernel_name
+    assert kernel_name(kernel_plan(F16.plan), NO_FUSION) == kernel_plan(F16.plan).kernel_name
 
 
 def test_shorthands_set_their_slots():
@@ -38,7 +38,7 @@ def test_shorthands_set_their_slots():
 
 def test_hooks_change_the_kernel_name_and_source():
     relu, gelu = fusion_for(F16, epilogue="relu"), fusion_for(F16, epilogue="gelu")
-    names = {kernel_name(F16.plan, f) for f in (NO_FUSION, relu, gelu, fusion_for(F16, epilogue="relu", has_bias=True))}
+    names = {kernel_name(kernel_plan(F16.plan), f) for f in (NO_FUSION, relu, gelu, fusion_for(F16, epilogue="relu", has_bias=True))}
     assert len(names) == 4
     assert "(x > T(0) ? x : T(0))" in kernel_source(F16.plan, relu)
 

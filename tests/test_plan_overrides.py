@@ -86,3 +86,16 @@ def test_clear_caches_empties_every_in_process_cache():
     assert pipeline.cache_info()["compiled"] >= 1 and pipeline.cache_info()["kernel_plans"] >= 1
     pipeline.clear_caches()
     assert set(pipeline.cache_info().values()) == {0}
+
+
+def test_the_kernel_parameters_are_the_order_the_launches_pass():
+    """BoundLaunch.launch passes (a, b, c, alpha, beta) by position, then the batch arguments
+    bind() names; the template prints the same list."""
+    from blasdx.plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, PER_CALL_PARAMETERS, kernel_parameters
+
+    assert [p.name for p in PER_CALL_PARAMETERS] == ["a", "b", "c", "alpha", "beta"]
+    assert kernel_parameters(False) == PER_CALL_PARAMETERS + BATCH_PARAMETERS
+    assert kernel_parameters(True) == PER_CALL_PARAMETERS + BATCH_PARAMETERS + BIAS_PARAMETERS
+    signature = F16.source.split('extern "C"')[-1].split(")", 2)[1]
+    assert [part.split()[-1] for part in signature.split("(", 1)[1].split(",")] == [
+        p.name for p in kernel_parameters(False)]

@@ -5,16 +5,16 @@ from __future__ import annotations
 import re
 
 from ..errors import DescriptorError
-from ..plan import GemmPlan, kernel_plan
+from ..plan import GemmPlan
 from .hooks import NO_FUSION, Fusion
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def kernel_name(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
-    """The batched kernel's name: its plan's, plus a digest of the fused hooks if any."""
-    plan = kernel_plan(plan)
-    return plan.kernel_name if fusion.is_identity else f"{plan.kernel_name}_f{fusion.digest}"
+def kernel_name(kernel: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
+    """The batched kernel's name: its plan's (``kernel`` is the batched kernel's plan), plus
+    a digest of the fused hooks if any."""
+    return kernel.kernel_name if fusion.is_identity else f"{kernel.kernel_name}_f{fusion.digest}"
 
 
 def check_namespace(name: str) -> None:

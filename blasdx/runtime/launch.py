@@ -17,14 +17,14 @@ import numpy as np
 
 from ..compiler import CompiledKernel
 from ..plan import GemmPlan
-from ..plan.kernel import BATCH_PARAMETERS, PER_CALL_PARAMETERS
+from ..plan.kernel import BATCH_PARAMETERS
 from .arguments import MatrixView, scalar
 
 if TYPE_CHECKING:
     from ..codegen.hooks import Fusion
 
-# The bound launch passes (a, b, c, alpha, beta) per call, then the batch arguments.
-assert [p.name for p in PER_CALL_PARAMETERS] == ["a", "b", "c", "alpha", "beta"]
+# BoundLaunch.launch passes PER_CALL_PARAMETERS (a, b, c, alpha, beta: checked by
+# tests/test_plan_overrides.py) by position, then BATCH_PARAMETERS.
 
 
 @dataclass
