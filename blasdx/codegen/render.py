@@ -56,6 +56,8 @@ def _matrix_context(x: MatrixPlan, use_cp_async: bool) -> dict:
     ctx = asdict(x)
     ctx["row_major"] = x.layout == "row_major"
     ctx["async"] = "true" if use_cp_async and x.vector_bytes >= 4 else "false"
+    # Copies one element at a time (a run-time leading dimension that vectors do not divide).
+    ctx["element_async"] = "true" if use_cp_async and x.element_size >= 4 else "false"
     return ctx
 
 
@@ -87,6 +89,7 @@ def _context(plan: GemmPlan, name: str) -> dict:
         "fma_pairs": plan.fma_thread_pairs,
         "c_in_registers": plan.c_in_registers,
         "c_vector": plan.c_vector,
+        "workers_text": f"{plan.warps} warps" if instr.is_mma else f"{plan.threads} threads",
     }
     if instr.is_mma:
         a, b = plan.a.precision, plan.b.precision

@@ -183,11 +183,12 @@ template <> struct vector_of<4> { using type = unsigned; };
 template <> struct vector_of<8> { using type = uint2; };
 template <> struct vector_of<16> { using type = uint4; };
 
-// Copy `Outer` runs of `InnerBytes` bytes, `SrcLdBytes` apart in the source and
-// `DstLdBytes` apart in the destination, `Bytes` at a time, by the first `Threads` threads
-// of the block. Async uses cp.async (sm_80+); wait with copy_wait.
-template <int Outer, int InnerBytes, int SrcLdBytes, int DstLdBytes, int Bytes, int Threads, bool Async>
-__device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) {
+// Copy `Outer` runs of `InnerBytes` bytes, `src_ld` bytes apart in the source and `dst_ld`
+// bytes apart in the destination (multiples of Bytes; constants where the caller's are),
+// `Bytes` at a time, by the first `Threads` threads of the block. Async uses cp.async
+// (sm_80+); wait with copy_wait.
+template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, class SrcLd, class DstLd>
+__device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* dst, DstLd dst_ld, int rank) {
   using vec = typename vector_of<Bytes>::type;
   constexpr int per_run = InnerBytes / Bytes, total = Outer * per_run;
   constexpr int rounds = (total + Threads - 1) / Threads;
@@ -203,8 +204,8 @@ __device__ __forceinline__ void copy_runs(const void* src, void* dst, int rank) 
     if (total % Threads != 0 && i >= total) break;
     const int run = same_place ? rank / per_run + round * (Threads / per_run) : i / per_run;
     const int within = (same_place ? rank % per_run : i % per_run) * Bytes;
-    const char* from = s + run * SrcLdBytes + within;
-    char* to = d + run * DstLdBytes + within;
+    const char* from = s + run * src_ld + within;
+    char* to = d + run * dst_ld + within;
 #if __CUDA_ARCH__ >= 800
     if constexpr (Async && Bytes == 16) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(to)), "l"(from));

@@ -27,22 +27,57 @@ constexpr unsigned a_size = 1320, b_size = 1240, c_size = 1240;  // elements
 // Element (r, c) of each matrix (col_major A, col_major B, col_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r + c * lda; }
 __device__ __forceinline__ int b_index(int r, int c) { return r + c * ldb; }
-__device__ __forceinline__ int c_index(int r, int c) { return r + c * ldc; }
+// C(r, c) of a col_major C with leading dimension ld: an int in shared memory, a long long
+// where C may be a view of a large matrix in global memory.
+template <class Index>
+__device__ __forceinline__ Index c_element(int r, int c, Index ld) { return r + c * ld; }
+__device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ldc); }
 
-// Block-cooperative copies between global and shared memory, in the same layout.
-// Loads may be asynchronous: call copy_wait() (which also synchronizes the block) before
-// using the data. store_c writes only the m x n elements, never leading-dimension padding.
+// Block-cooperative copies between global memory (global_ld*, or a leading dimension given
+// at run time in elements)
+// and shared memory (ld*). Loads may be asynchronous: call copy_wait() (which also
+// synchronizes the block) before using the data. store_c writes only the m x n elements,
+// never leading-dimension padding. With a run-time leading dimension, the copies move
+// the widest vectors that it and the pointer allow, else one element at a time.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<33, 60, 60, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<33, 60, 2, threads, false>(global, 60, shared, 80, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
+  const long long ld_bytes = ld / 1 * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<33, 60, 2, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<33, 60, 2, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<31, 66, 66, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<31, 66, 2, threads, false>(global, 66, shared, 80, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
+  const long long ld_bytes = ld / 1 * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<31, 66, 2, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<31, 66, 2, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<31, 60, 60, 80, 2, threads, false>(global, shared, blasdx::thread_rank());
+  blasdx::copy_runs<31, 60, 2, threads, false>(global, 60, shared, 80, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
+  const long long ld_bytes = ld / 1 * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<31, 60, 2, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<31, 60, 2, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<31, 60, 80, 60, 2, threads, false>(shared, global, blasdx::thread_rank());
+  blasdx::copy_runs<31, 60, 2, threads, false>(shared, 80, global, 60, blasdx::thread_rank());
+}
+__device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long long ld) {
+  const long long ld_bytes = ld * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<31, 60, 2, threads, false>(shared, 80, global, ld_bytes, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<31, 60, 2, threads, false>(shared, 80, global, ld_bytes, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -57,11 +92,11 @@ __device__ __forceinline__ c_t epilogue(int r, int col, const Acc& acc, const c_
   return blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
 }
 
-// One output element of C in shared memory.
-template <class Acc, class CLoad, class CStore>
-__device__ __forceinline__ void update_c(c_t* sc, int r, int col, const Acc& acc, const scalar_t& alpha,
+// One output element of C (leading dimension ld), read only where beta != 0.
+template <class Index, class Acc, class CLoad, class CStore>
+__device__ __forceinline__ void update_c(c_t* c, Index ld, int r, int col, const Acc& acc, const scalar_t& alpha,
                                          const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
-  c_t* p = sc + c_index(r, col);
+  c_t* p = c + c_element(r, col, ld);
   c_t old{};
   if (!blasdx::is_zero(beta)) old = *p;
   *p = epilogue(r, col, acc, old, alpha, beta, c_load, c_store);
@@ -178,23 +213,35 @@ __device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_
 // A warp owns a tile; lane l holds accumulator values in rows g = l / 4 (+ 8) and columns
 // 2 * (l % 4) (+ 1) of each instruction tile (c_row, c_col).
 constexpr int workers = warps * 32, tile_threads = 32;
+using acc_value_t = mma_acc_t;
 using tile_accumulator = mma_acc_t[pm][pn][c_vals];
+constexpr int tile_values = pm * pn * c_vals;  // per thread, in the order (i, j, v)
 struct tile_position { int m0, n0; };
 __device__ __forceinline__ tile_position tile_origin(int tile) { return {(tile / tiles_n) * tile_m, (tile % tiles_n) * tile_n}; }
+
+struct worker {
+  int lane, g, t;
+  __device__ __forceinline__ explicit worker(int rank) : lane(rank & 31), g((rank & 31) >> 2), t(rank & 3) {}
+};
+
+__device__ __forceinline__ void zero_tile(tile_accumulator& acc) {
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; ++j)
+#pragma unroll
+      for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
+}
+// Value e of a thread's tile: acc[i][j][v] with e = (i * pn + j) * c_vals + v, and its place in C.
+template <class Tile> __device__ __forceinline__ auto& value_of(Tile& acc, int e) { return acc[e / (pn * c_vals)][e / c_vals % pn][e % c_vals]; }
+__device__ __forceinline__ int value_row(const worker& w, tile_position at, int e) { return at.m0 + e / (pn * c_vals) * im + c_row(e % c_vals, w.g, w.t); }
+__device__ __forceinline__ int value_col(const worker& w, tile_position at, int e) { return at.n0 + e / c_vals % pn * in_ + c_col(e % c_vals, w.g, w.t); }
 
 // The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
 constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
 // Fragment values v and v + 1 are neighbouring columns of one row: column-major C takes them one at a time.
 constexpr bool c_pairs = false;
 using c_pair_t = blasdx::pair<c_t>;
-
-struct worker {
-  int lane, g, t;
-  bool c_pairs_ok;  // C in shared memory takes pairs of outputs as one access
-  __device__ __forceinline__ worker(int rank, const a_t*, const b_t*, const c_t* c)
-      : lane(rank & 31), g((rank & 31) >> 2), t(rank & 3),
-        c_pairs_ok(c_pairs && (reinterpret_cast<unsigned long long>(c) & (2 * sizeof(c_t) - 1)) == 0) {}
-};
 
 // The outputs C(r, col) and C(r, col + 1) from their products and their old values.
 template <class Acc, class CLoad, class CStore>
@@ -205,12 +252,12 @@ __device__ __forceinline__ c_pair_t updated_pair(int r, int col, const Acc& acc0
                   epilogue(r, col + 1, acc1, old.y, alpha, beta, c_load, c_store)};
 }
 
-// Two neighbouring outputs C(r, col) and C(r, col + 1) in shared memory, with one load and one store.
-template <class Acc, class CLoad, class CStore>
-__device__ __forceinline__ void update_c_pair(c_t* sc, int r, int col, const Acc& acc0, const Acc& acc1,
+// Two neighbouring outputs C(r, col) and C(r, col + 1), with one load and one store.
+template <class Index, class Acc, class CLoad, class CStore>
+__device__ __forceinline__ void update_c_pair(c_t* c, Index ld, int r, int col, const Acc& acc0, const Acc& acc1,
                                               const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                               const CStore& c_store) {
-  c_pair_t* p = reinterpret_cast<c_pair_t*>(sc + c_index(r, col));
+  c_pair_t* p = reinterpret_cast<c_pair_t*>(c + c_element(r, col, ld));
   c_pair_t old{};
   if (!blasdx::is_zero(beta)) old = *p;
   *p = updated_pair(r, col, acc0, acc1, old, alpha, beta, c_load, c_store);
@@ -228,31 +275,32 @@ __device__ __forceinline__ void for_each_pair(const worker& w, tile_position at,
       for (int v = 0; v < c_vals; v += 2) f(i, j, v, at.m0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
 }
 
-// C = epilogue(acc, C) on a warp's tile in shared memory, values (v, v + 1) as one pair
-// where Pairs (both inside n), else one by one.
-template <bool Pairs, class CLoad, class CStore>
-__device__ __forceinline__ void store_tile_in(const tile_accumulator& acc, const worker& w, tile_position at, c_t* sc,
-                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+// C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
+// pair where Pairs (both inside n), else one by one.
+template <bool Pairs, class Index, class CLoad, class CStore>
+__device__ __forceinline__ void store_tile_in(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
+                                              Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                               const CStore& c_store) {
   for_each_pair(w, at, [&](int i, int j, int v, int r, int col) {
     if (Pairs && (whole_tiles || (r < m && col + 1 < n))) {
-      update_c_pair(sc, r, col, acc[i][j][v], acc[i][j][v + 1], alpha, beta, c_load, c_store);
+      update_c_pair(c, ld, r, col, acc[i][j][v], acc[i][j][v + 1], alpha, beta, c_load, c_store);
     } else if (whole_tiles || r < m) {
-      if (whole_tiles || col < n) update_c(sc, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
-      if (whole_tiles || col + 1 < n) update_c(sc, r, col + 1, acc[i][j][v + 1], alpha, beta, c_load, c_store);
+      if (whole_tiles || col < n) update_c(c, ld, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
+      if (whole_tiles || col + 1 < n) update_c(c, ld, r, col + 1, acc[i][j][v + 1], alpha, beta, c_load, c_store);
     }
   });
 }
 
-template <class CLoad, class CStore>
-__device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker& w, tile_position at, c_t* sc,
-                                           const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+template <class Index, class CLoad, class CStore>
+__device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
+                                           Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                            const CStore& c_store) {
-  if (w.c_pairs_ok) store_tile_in<true>(acc, w, at, sc, alpha, beta, c_load, c_store);
-  else store_tile_in<false>(acc, w, at, sc, alpha, beta, c_load, c_store);
+  const bool pairs = c_pairs && ld % 2 == 0 && (reinterpret_cast<unsigned long long>(c) & (2 * sizeof(c_t) - 1)) == 0;
+  if (pairs) store_tile_in<true>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
+  else store_tile_in<false>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
 }
 
-// acc = the warp tile at `at` of op(a_load(A)) * op(b_load(B)), for lane w.lane.
+// acc += the warp tile at `at` of op(a_load(A)) * op(b_load(B)), for lane w.lane.
 template <class ALoad, class BLoad>
 __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worker& w, tile_position at, const a_t* sa,
                                               const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
@@ -265,12 +313,6 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   // Every fragment of every tile by ldmatrix: no per-fragment checks in the loop over k.
   const bool all_ldmatrix = whole_tiles && k % ik == 0 && pn % 2 == 0 && ldmatrix_a_ok && ldmatrix_b_ok;
 
-#pragma unroll
-  for (int i = 0; i < pm; ++i)
-#pragma unroll
-    for (int j = 0; j < pn; ++j)
-#pragma unroll
-      for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
   for (int k0 = 0; k0 < k; k0 += ik) {
     frag_t fa[pm][a_regs];
     frag_t fb[pn][b_regs];
@@ -312,10 +354,13 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
 
 // --- Entry points, the same for every path ------------------------------------------------
 // The path above defines: workers (the threads that take part) and tile_threads (threads
-// per tile: a warp or one thread); tile_accumulator and tile_c (a tile's products and its
-// C values in registers); worker (what a thread works out once per call); tile_origin;
-// multiply_tile; store_tile (C in shared memory); load_tile_c and store_tile_c (C in
-// global memory).
+// per tile: a warp or one thread); tile_accumulator (a tile's products in acc_value_t,
+// tile_values of them per thread: value_of, value_row, value_col, zero_tile); worker (a
+// thread's place in its tile); tile_origin; multiply_tile (acc += products); store_tile
+// (C = epilogue(acc, C) at any leading dimension); with C in registers in the batched kernel,
+// tile_c, load_tile_c and store_tile_c.
+constexpr int tile_step = workers / tile_threads;  // tiles taken at once: a thread's next tile is this many on
+__device__ __forceinline__ int first_tile(int rank) { return rank / tile_threads; }
 
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
@@ -324,15 +369,96 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
   if (rank < workers) {
-    const worker w(rank, sa, sb, sc);
-    for (int tile = rank / tile_threads; tile < tiles; tile += workers / tile_threads) {
+    const worker w(rank);
+    for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
       const tile_position at = tile_origin(tile);
       tile_accumulator acc;
+      zero_tile(acc);
       multiply_tile(acc, w, at, sa, sb, a_load, b_load);
-      store_tile(acc, w, at, sc, alpha, beta, c_load, c_store);
+      store_tile(acc, w, at, sc, ldc, alpha, beta, c_load, c_store);  // ldc: C in shared memory
     }
   }
   __syncthreads();
+}
+
+// --- Accumulators in registers: the device API ---------------------------------------------
+//   accumulator acc = make_accumulator();  // zero, per thread
+//   multiply(sa, sb, acc);                 // acc += op(A) * op(B) from shared memory; again over a K loop
+//   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
+//   load(c, ldc, acc);                     // acc = c_load(C)
+//   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
+// C may be in shared or global memory (col_major, leading dimension ldc). Who owns what:
+// warp w of the first 1 takes tiles w, w + 1, ... of 32x32 outputs
+// (1 in all), and each of its lanes holds 32 values of a tile, the mma fragment
+// layout: rows g = lane / 4 (+ 8) and columns 2 * (lane % 4) (+ 1) of each 16x8 piece.
+// A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
+// goes in C. Values outside m x n, and all values of threads past the first 1 warps, are not
+// part of C: acc.in_bounds(i) is false for them, load leaves them zero, store skips them.
+// multiply, load and store do not synchronize: call __syncthreads() before other threads read
+// what store wrote to shared memory, or before A and B in shared memory are overwritten.
+constexpr int passes = (tiles + tile_step - 1) / tile_step;  // tiles per thread
+
+struct accumulator {
+  using value_type = acc_value_t;  // the mma instruction's accumulator
+  static constexpr int size = passes * tile_values;
+  tile_accumulator tile[passes];
+  int rank;  // the thread's rank in the block
+
+  __device__ __forceinline__ value_type& operator[](int i) { return value_of(tile[i / tile_values], i % tile_values); }
+  __device__ __forceinline__ const value_type& operator[](int i) const { return value_of(tile[i / tile_values], i % tile_values); }
+  __device__ __forceinline__ int tile_of(int i) const { return first_tile(rank) + i / tile_values * tile_step; }
+  __device__ __forceinline__ int row(int i) const { return value_row(worker(rank), tile_origin(tile_of(i)), i % tile_values); }
+  __device__ __forceinline__ int col(int i) const { return value_col(worker(rank), tile_origin(tile_of(i)), i % tile_values); }
+  __device__ __forceinline__ bool in_bounds(int i) const {
+    return rank < workers && tile_of(i) < tiles && row(i) < m && col(i) < n;
+  }
+};
+
+__device__ __forceinline__ accumulator make_accumulator() {
+  accumulator acc;
+  acc.rank = blasdx::thread_rank();
+#pragma unroll
+  for (int p = 0; p < passes; ++p) zero_tile(acc.tile[p]);
+  return acc;
+}
+
+// Whether pass p of a thread has a tile (every thread's last pass may not, where tile_step
+// does not divide tiles).
+__device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
+  return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
+}
+
+// acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb).
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
+__device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
+                                         const BLoad& b_load = {}) {
+  if (acc.rank >= workers) return;
+  const worker w(acc.rank);
+#pragma unroll
+  for (int p = 0; p < passes; ++p)
+    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+}
+
+// acc = c_load(C) for the values inside m x n (zero for the rest).
+template <class CLoad = blasdx::identity>
+__device__ __forceinline__ void load(const c_t* c, long long ldc, accumulator& acc, const CLoad& c_load = {}) {
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i)
+    acc[i] = acc.in_bounds(i) ? blasdx::convert<acc_value_t>(c_load(blasdx::convert<scalar_t>(c[c_element(acc.row(i), acc.col(i), ldc)])))
+                              : blasdx::zero<acc_value_t>();
+}
+
+// C = c_store(alpha * acc + beta * c_load(C)) for the values inside m x n: the epilogue of
+// execute(), with its paired accesses where C allows.
+template <class CLoad = blasdx::identity, class CStore = blasdx::identity>
+__device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long ldc, const scalar_t& alpha,
+                                      const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
+  if (acc.rank >= workers) return;
+  const worker w(acc.rank);
+#pragma unroll
+  for (int p = 0; p < passes; ++p)
+    if (has_tile(acc, p))
+      store_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), c, ldc, alpha, beta, c_load, c_store);
 }
 
 }  // namespace blasdx_block_gemm

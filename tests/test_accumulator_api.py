@@ -1,0 +1,116 @@
+"""The register-accumulator device API (DESIGN.md "Accumulators in registers") without a GPU:
+names, documentation and an NVRTC compile of a K-loop kernel that uses all of it, for every
+path (mma.sync m16n8 with and without ldmatrix, packed 4-bit and 1-bit, f64, FMA, complex)
+and the SMs the installed NVRTC targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from blasdx import SM, Arrangement, Block, Precision, Size, Type, compile_kernel
+from blasdx.compiler import supported_archs
+
+pytestmark = pytest.mark.compile
+
+LAYOUT = {"r": "row_major", "c": "col_major"}
+SPECS = [  # precisions, complex, arrangement, size, SM
+    (("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 800),
+    (("float16", "float16", "float16"), False, "ccc", (30, 31, 33), 750),
+    (("bfloat16", "bfloat16", "bfloat16"), False, "rrr", (32, 32, 32), 800),
+    (("tfloat32", "tfloat32", "float32"), False, "crc", (13, 5, 7), 800),
+    (("float64", "float64", "float64"), False, "rrc", (16, 16, 16), 800),
+    (("int8", "uint8", "int32"), False, "rcr", (64, 32, 64), 800),
+    (("float8_e4m3", "float8_e5m2", "float32"), False, "rcr", (64, 64, 64), 890),
+    (("int4", "uint4", "int32"), False, "rcr", (64, 32, 128), 750),
+    (("binary", "binary", "int32"), False, "rcc", (32, 64, 256), 800),
+    (("float32", "float32", "float32"), False, "rrr", (64, 64, 64), 800),
+    (("float32", "float32", "float32"), False, "ccr", (30, 31, 33), 750),
+    (("int16", "int16", "int64"), False, "rrc", (16, 16, 16), 750),
+    (("float16", "float16", "float16"), True, "rcr", (16, 16, 16), 750),
+    (("float64", "float64", "float64"), True, "crr", (8, 16, 32), 800),
+]
+
+# A K loop over `tiles` (m x k, k x n) pieces of A and B held one after another, each read
+# with a run-time leading dimension; every element of the accumulator is visited once.
+K_LOOP = r"""
+extern "C" __global__ void k_loop(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long lda, long long ldb,
+                                  long long ldc, int tiles, long long a_step, long long b_step, int* visits) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  gemm::accumulator acc = gemm::make_accumulator();
+  for (int t = 0; t < tiles; ++t) {
+    gemm::load_a(a + t * a_step, lda, sa);
+    gemm::load_b(b + t * b_step, ldb, sb);
+    gemm::copy_wait();
+    gemm::multiply(sa, sb, acc);
+    __syncthreads();
+  }
+  for (int i = 0; i < gemm::accumulator::size; ++i)
+    if (acc.in_bounds(i)) atomicAdd(visits + acc.row(i) * gemm::n + acc.col(i), 1);
+  gemm::store(acc, c, ldc, blasdx::convert<gemm::scalar_t>(1), blasdx::convert<gemm::scalar_t>(0));
+}
+
+extern "C" __global__ void load_and_store(gemm::c_t* c, long long ldc) {
+  gemm::accumulator acc = gemm::make_accumulator();
+  gemm::load(c, ldc, acc);
+  gemm::store(acc, c, ldc, blasdx::convert<gemm::scalar_t>(2), blasdx::convert<gemm::scalar_t>(1));
+}
+"""
+
+
+def _describe(prec, cx, arr, size, sm):
+    desc = Size(*size) + Precision(*prec) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(sm) + Block()
+    return desc + Type("complex") if cx else desc
+
+
+def _id(spec):
+    prec, cx, arr, size, sm = spec
+    return f"{'c' if cx else ''}{'-'.join(prec)}_{arr}_{'x'.join(map(str, size))}_sm{sm}"
+
+
+ARCHS = [a for a in (750, 800, 900) if a in supported_archs()]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("spec", SPECS, ids=_id)
+def test_the_accumulator_api_compiles(spec, arch):
+    desc = _describe(*spec)
+    if desc.sm > arch:
+        pytest.skip(f"SM({desc.sm}) algorithm needs arch >= {desc.sm}")
+    kernel = compile_kernel(desc.device_source("gemm") + K_LOOP, "k_loop", sm=arch)
+    assert kernel.cubin[:4] == b"\x7fELF"
+
+
+def test_two_descriptors_chain_through_the_accumulator_api():
+    """The first GEMM's accumulator, stored to shared memory, is the second GEMM's A."""
+    first = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
+    second = first.replace(Size(64, 32, 64))
+    source = first.device_source("g1") + second.device_source("g2") + r"""
+extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<g1::a_t*>(smem + g1::a_offset);
+  auto* sb = reinterpret_cast<g1::b_t*>(smem + g1::b_offset);
+  auto* sab = reinterpret_cast<g2::a_t*>(smem + g1::c_offset);
+  auto* se = reinterpret_cast<g2::b_t*>(smem + g1::shared_memory_size);
+  g1::load_a(a, sa); g1::load_b(b, sb); g2::load_b(e, se); g1::copy_wait();
+  g1::accumulator ab = g1::make_accumulator();
+  g1::multiply(sa, sb, ab);
+  g1::store(ab, sab, g2::lda, 1.f, 0.f);
+  __syncthreads();
+  g2::accumulator abe = g2::make_accumulator();
+  g2::multiply(sab, se, abe);
+  g2::store(abe, out, g2::global_ldc, 1.f, 0.f);
+}
+"""
+    assert compile_kernel(source, "chained", sm=900).cubin[:4] == b"\x7fELF"
+
+
+def test_device_source_documents_who_owns_what():
+    text = _describe(*SPECS[0]).device_source("gemm")
+    for name in ("struct accumulator", "make_accumulator()", "void multiply(", "void load(", "void store(",
+                 "int row(int i)", "int col(int i)", "bool in_bounds(int i)", "static constexpr int size",
+                 "rows g = lane / 4", "load_a(const a_t* global, long long ld, a_t* shared)"):
+        assert name in text, name
+    fma = _describe(*SPECS[9]).device_source("gemm")
+    assert "thread t of the first 128 takes micro-tiles t, t + 128" in fma

@@ -1,0 +1,209 @@
+"""The register-accumulator device API on a GPU: K loops over real matrices (run-time
+leading dimensions), every precision family and arrangement, odd sizes, each value's
+(row, col) checked element by element, load/store with alpha and beta on NaN-poisoned C,
+more threads than BlockDim, and two descriptors chained through an accumulator."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import blasdx
+from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size, Type
+from blasdx.runtime.arguments import scalar
+
+from .gpu_support import Operand, bound, relative_error
+
+pytestmark = pytest.mark.gpu
+
+SEED = int(np.random.SeedSequence().entropy % 2**31)
+LAYOUT = {"r": "row_major", "c": "col_major"}
+
+KERNELS = r"""
+extern "C" __global__ void k_loop(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long lda, long long ldb,
+                                  long long ldc, int tiles, long long a_step, long long b_step, int* visits,
+                                  gemm::scalar_t alpha, gemm::scalar_t beta) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  gemm::accumulator acc = gemm::make_accumulator();
+  for (int t = 0; t < tiles; ++t) {
+    gemm::load_a(a + t * a_step, lda, sa);
+    gemm::load_b(b + t * b_step, ldb, sb);
+    gemm::copy_wait();
+    gemm::multiply(sa, sb, acc);
+    __syncthreads();
+  }
+  for (int i = 0; i < gemm::accumulator::size; ++i)
+    if (acc.in_bounds(i)) atomicAdd(visits + acc.row(i) * gemm::n + acc.col(i), 1);
+  gemm::store(acc, c, ldc, alpha, beta);
+}
+
+extern "C" __global__ void load_then_store(gemm::c_t* c, long long ldc, gemm::scalar_t alpha, gemm::scalar_t beta) {
+  gemm::accumulator acc = gemm::make_accumulator();
+  gemm::load(c, ldc, acc);
+  gemm::store(acc, c, ldc, alpha, beta);
+}
+"""
+
+FAMILIES = [  # precisions, complex, size, SM
+    (("float16", "float16", "float32"), False, (64, 64, 64), 900),
+    (("float16", "float16", "float16"), False, (30, 31, 40), 900),
+    (("bfloat16", "bfloat16", "float32"), False, (32, 48, 32), 900),
+    (("tfloat32", "tfloat32", "float32"), False, (13, 5, 16), 900),
+    (("float64", "float64", "float64"), False, (16, 24, 8), 900),
+    (("int8", "uint8", "int32"), False, (32, 32, 64), 900),
+    (("float8_e4m3", "float8_e5m2", "float32"), False, (32, 32, 64), 900),
+    (("float32", "float32", "float32"), False, (64, 64, 32), 900),
+    (("float32", "float32", "float32"), False, (30, 31, 33), 900),
+    (("int16", "int16", "int64"), False, (16, 16, 16), 900),
+    (("float16", "float16", "float16"), True, (16, 16, 16), 900),
+    (("float64", "float64", "float64"), True, (8, 16, 12), 900),
+]
+
+
+def _describe(prec, cx, arr, size, sm, threads=None):
+    desc = Size(*size) + Precision(*prec) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(sm) + Block()
+    if threads:
+        desc = desc + BlockDim(threads)
+    return desc + Type("complex") if cx else desc
+
+
+def _step(operand, tile_rows: int, tile_cols: int, along: str) -> int:
+    """Elements between K tiles of a big operand: along its columns (A) or rows (B)."""
+    if along == "cols":
+        return tile_cols if operand.layout == "row_major" else tile_cols * operand.ld
+    return tile_rows * operand.ld if operand.layout == "row_major" else tile_rows
+
+
+def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED):
+    import cupy
+
+    rng = np.random.default_rng(seed)
+    m, n, k = desc.size
+    big = desc.replace(Size(m, n, k * tiles))
+    a, b, c = (Operand(big, x, None, None, rng) for x in "abc")
+    c_before = c.values
+    if beta == 0:
+        c.poison_all()  # never read
+        c_before = np.zeros_like(c.values)
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop")
+    visits = cupy.zeros(m * n, dtype=np.int32)
+    threads = launch_threads or desc.max_threads_per_block
+    kernel(1, (threads, 1, 1),
+           (a.array, b.array, c.array, np.int64(a.ld), np.int64(b.ld), np.int64(c.ld), np.int32(tiles),
+            np.int64(_step(a, m, k, "cols")), np.int64(_step(b, k, n, "rows")), visits,
+            scalar(alpha, desc.plan, "alpha"), scalar(beta, desc.plan, "beta")),
+           shared_mem=desc.shared_memory_size)
+    assert bool((visits == 1).all()), f"{desc!r}: values visited {np.unique(visits.get())} times (seed {seed})"
+    ref = alpha * (a.values[0] @ b.values[0]) + beta * c_before[0]
+    out = c.result()[0]
+    limit = bound(desc)
+    err = relative_error(out, ref) if limit > 0 else float(np.max(np.abs(out - ref)))
+    assert err <= limit, f"{desc!r}, {tiles} K tiles: error {err:.3g} > {limit:.3g} (seed {seed})"
+    return c, kernel
+
+
+@pytest.mark.parametrize("tiles", [1, 3, 64])
+@pytest.mark.parametrize("spec", FAMILIES, ids=[f"{'c' if s[1] else ''}{'-'.join(s[0])}" for s in FAMILIES])
+def test_k_loop_in_every_precision_family(spec, tiles):
+    prec, cx, size, sm = spec
+    run_k_loop(_describe(prec, cx, "rcr", size, sm), tiles, alpha=1.5, beta=0.5)
+
+
+ARRANGEMENTS = ["".join(x) for x in itertools.product("rc", repeat=3)]
+
+
+@pytest.mark.parametrize("arr", ARRANGEMENTS)
+@pytest.mark.parametrize("prec", [("float16", "float16", "float32"), ("float32",) * 3, ("float64",) * 3],
+                         ids=["f16", "f32", "f64"])
+def test_every_arrangement_with_poisoned_c(prec, arr):
+    run_k_loop(_describe(prec, False, arr, (48, 40, 24), 900), tiles=2, beta=0)
+
+
+@pytest.mark.parametrize("threads", [32, 64, 256])
+def test_threads_and_extra_threads(threads):
+    """Fewer warps than tiles (several tiles a thread) and a launch with more threads than BlockDim."""
+    desc = _describe(("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 900, threads)
+    run_k_loop(desc, tiles=2, beta=0)
+    run_k_loop(desc, tiles=2, beta=0, launch_threads=threads + 64)
+
+
+@pytest.mark.parametrize("spec", FAMILIES[:2] + FAMILIES[4:5] + FAMILIES[7:8] + FAMILIES[10:],
+                         ids=["f16f32", "f16", "f64", "f32", "cf16", "cf64"])
+def test_load_then_store(spec):
+    """load reads C into the accumulators; store(2, 1) then writes 3 C, in place."""
+    import cupy
+
+    prec, cx, size, sm = spec
+    desc = _describe(prec, cx, "rcr", size, sm)
+    c, _ = run_k_loop(desc, tiles=1)
+    before = c.result()[0]
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + KERNELS, "load_then_store")
+    kernel(1, desc.block_dim, (c.array, np.int64(c.ld), scalar(2, desc.plan, "alpha"), scalar(1, desc.plan, "beta")))
+    cupy.cuda.Device().synchronize()
+    assert relative_error(c.result()[0], 3 * before) <= 2 * bound(desc) + 1e-12
+
+
+@pytest.mark.parametrize("prec", ["int4", "binary"])
+def test_packed_k_loop(prec):
+    """4-bit and binary operands, packed along k, in a K loop of 4 tiles (exact)."""
+    import cupy
+
+    rng = np.random.default_rng(SEED)
+    m, n, k, tiles = 32, 32, (64 if prec == "int4" else 256), 4
+    desc = Size(m, n, k) + Precision(prec, prec, "int32") + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
+    lo, hi = (-8, 8) if prec == "int4" else (0, 2)
+    a = rng.integers(lo, hi, size=(m, k * tiles))
+    b = rng.integers(lo, hi, size=(k * tiles, n))
+    a_dev = cupy.asarray(blasdx.pack(a, prec, axis=-1))
+    b_dev = cupy.asarray(blasdx.pack(np.ascontiguousarray(b.T), prec, axis=-1))  # B column-major: k contiguous
+    c = cupy.full((m, n), -77, dtype=np.int32)
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop")
+    visits = cupy.zeros(m * n, dtype=np.int32)
+    per = blasdx.describe.precision.PRECISIONS[prec].pack
+    kernel(1, desc.block_dim, (a_dev, b_dev, c, np.int64(k * tiles), np.int64(k * tiles), np.int64(n), np.int32(tiles),
+                               np.int64(k // per), np.int64(k // per), visits, np.int32(1), np.int32(0)),
+           shared_mem=desc.shared_memory_size)
+    ref = a @ b if prec == "int4" else (a[:, :, None] ^ b[None, :, :]).sum(axis=1)
+    assert bool((visits == 1).all())
+    assert np.array_equal(c.get(), ref)
+
+
+def test_chained_gemms_through_an_accumulator():
+    """(A B) E with the first accumulator stored to shared memory as the second's A."""
+    import cupy
+
+    rng = np.random.default_rng(SEED)
+    first = Size(64, 64, 64) + Precision("float16", "float16", "float16") + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
+    second = first.replace(Size(64, 32, 64))
+    source = first.device_source("g1") + second.device_source("g2") + r"""
+extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<g1::a_t*>(smem + g1::a_offset);
+  auto* sb = reinterpret_cast<g1::b_t*>(smem + g1::b_offset);
+  auto* sab = reinterpret_cast<g2::a_t*>(smem + g1::c_offset);
+  auto* se = reinterpret_cast<g2::b_t*>(smem + g1::shared_memory_size);
+  g1::load_a(a, sa); g1::load_b(b, sb); g2::load_b(e, se); g1::copy_wait();
+  g1::accumulator ab = g1::make_accumulator();
+  g1::multiply(sa, sb, ab);
+  g1::store(ab, sab, g2::lda, 1.f, 0.f);
+  __syncthreads();
+  g2::accumulator abe = g2::make_accumulator();
+  g2::multiply(sab, se, abe);
+  g2::store(abe, out, g2::global_ldc, 1.f, 0.f);
+}
+"""
+    kernel = blasdx.compile_kernel(source, "chained")
+    a = (rng.standard_normal((64, 64)) * 0.25).astype(np.float16)
+    b = (rng.standard_normal((64, 64)) * 0.25).astype(np.float16)
+    e = (rng.standard_normal((64, 32)) * 0.25).astype(np.float16)
+    out = cupy.full((64, 32), np.nan, dtype=np.float16)
+    column_major = (cupy.asarray(np.ascontiguousarray(x.T)) for x in (b, e))  # B and E stored by columns
+    kernel(1, first.block_dim, (cupy.asarray(a), *column_major, out),
+           shared_mem=first.shared_memory_size + second.shared_memory_size)
+    ab = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16).astype(np.float64)
+    ref = ab @ e.astype(np.float64)
+    assert relative_error(out.get().astype(np.float64), ref) < 4e-3
