@@ -38,7 +38,7 @@ from .describe.descriptor import Descriptor
 from .errors import CompileError, DeviceError, UnsupportedError
 from .plan import GemmPlan, PlanOverrides, kernel_plan, make_plan, with_alignment
 from .plan import explain as explaining
-from .plan.kernel import kernel_parameters
+from .plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, kernel_parameters
 from .runtime.arguments import bias_view, check_operands, data_alignment, scalar
 from .runtime.device import compile_arch_for, cupy_module, current_device, device_arch, load_function, stream_of
 from .runtime.launch import BoundLaunches, Kernel, bind
@@ -179,31 +179,34 @@ BOUND_LAUNCHES = BoundLaunches()
 def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
             fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
     """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
-    CuPy operands seen before with the same signature skip the checks but for overlap."""
+    CuPy operands (and bias) seen before with the same signature skip the checks but for
+    overlap."""
     cupy = cupy_module()
-    key = BOUND_LAUNCHES.key(cupy.ndarray, block, fusion, a, b, c) if bias is None else None
+    key = BOUND_LAUNCHES.key(cupy.ndarray, block, fusion, a, b, c, bias)
     bound = BOUND_LAUNCHES.get(key)
     if bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        if bound.overlaps(a.data.ptr, b.data.ptr, c.data.ptr):
-            check_operands(block, a, b, c)  # raises the overlap error with its message
+        if bound.overlaps(a.data.ptr, b.data.ptr, c.data.ptr, 0 if bias is None else bias.data.ptr):
+            _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...
+            bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
         if bound.grid:
             bound.launch(a, b, c, bound.scalar(alpha, block, "alpha"), bound.scalar(beta, block, "beta"),
-                         stream_of(stream))
+                         stream_of(stream), bias)
         return c
     va, vb, vc = check_operands(block, a, b, c)
     values: dict[str, Any] = {"a": np.uint64(va.ptr), "b": np.uint64(vb.ptr), "c": np.uint64(vc.ptr),
                               "alpha": scalar(alpha, block, "alpha"), "beta": scalar(beta, block, "beta")}
+    bv = None
     if bias is not None:
         bv = bias_view(bias, vc)
-        values.update(bias=np.uint64(bv.ptr), bias_batch_stride=np.int64(bv.strides[0]),
-                      bias_row_stride=np.int64(bv.strides[1]), bias_col_stride=np.int64(bv.strides[2]))
+        values["bias"] = np.uint64(bv.ptr)
     s = stream_of(stream)
     with cupy.cuda.Device(vc.device_id):
         aligned = with_alignment(block, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
-        bound = bind(kernel(aligned, fusion, vc.device_id), aligned, va, vb, vc)
+        bound = bind(kernel(aligned, fusion, vc.device_id), aligned, va, vb, vc, bv)
         BOUND_LAUNCHES.put(key, bound)
         if bound.grid:
-            values.update(zip(("batch", "stride_a", "stride_b", "stride_c"), bound.batch_args))
+            values.update(zip((p.name for p in BATCH_PARAMETERS), bound.batch_args))
+            values.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bound.bias_strides))
             bound.kernel.launch(bound.grid, tuple(values[p.name] for p in kernel_parameters(fusion.bias)), s)
     return c
 

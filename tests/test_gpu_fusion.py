@@ -103,6 +103,28 @@ def test_bias_broadcasts_like_numpy(shape):
     assert relative_error(c.result(), ref) < 1e-5
 
 
+@pytest.mark.parametrize("shape", ["n", "bm1"])
+def test_bias_calls_after_the_first_take_the_bound_launch(shape):
+    """A second call with a bias of the same signature skips the checks but takes its own
+    bias pointer each call; a bias that overlaps C is still refused."""
+    import cupy
+
+    desc = describe("float16", "float16", "float32", size=(32, 32, 32))
+    batch, (m, n, _) = 5, desc.size
+    a, b, c = operands(desc, batch=batch, seed=3)
+    dims = {"b": batch, "m": m, "n": n, "1": 1}
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        host = rng.standard_normal([dims[ch] for ch in shape]).astype(np.float32)
+        c.poison_all()
+        desc.execute(a.array, b.array, c.array, bias=cupy.asarray(host), epilogue="relu")
+        ref = np.maximum(np.matmul(a.values, b.values) + host, 0)
+        assert relative_error(c.result(), ref) < bound(desc)
+    inside_c = c.array.reshape(-1)[: host.size].reshape(host.shape) if shape == "n" else c.array[:, :, :1]
+    with pytest.raises(ArgumentError, match="bias overlaps C"):
+        desc.execute(a.array, b.array, c.array, bias=inside_c, epilogue="relu")
+
+
 @pytest.mark.parametrize("arrangement", [("row_major",) * 3, ("col_major", "row_major", "col_major"),
                                          ("row_major", "row_major", "col_major")], ids=["rrr", "crc", "rrc"])
 def test_bias_and_epilogue_on_float_micro_tiles(arrangement):

@@ -358,6 +358,7 @@ class BiasView:
 
     ptr: int
     strides: tuple[int, int, int]
+    span_bytes: int  # bytes from the first to one past the last element read
     keepalive: Any
 
 
@@ -407,4 +408,4 @@ def bias_view(bias: Any, vc: MatrixView) -> BiasView:
     if vc.span_bytes and ptr < vc.ptr + vc.span_bytes and vc.ptr < ptr + span:
         raise ArgumentError("bias overlaps C in memory; C is written while the bias is read, "
                             "pass a separate bias (bias.copy())")
-    return BiasView(ptr, (strides[0], strides[1], strides[2]), owner)
+    return BiasView(ptr, (strides[0], strides[1], strides[2]), span, owner)

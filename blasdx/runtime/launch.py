@@ -2,9 +2,10 @@
 
 ``Kernel`` is a compiled batched kernel loaded on one device. ``bind`` turns fully
 checked operands into a ``BoundLaunch`` (grid, batch strides, overlap spans), and
-``BoundLaunches`` keeps them by array signature: a later call with CuPy arrays of the same
-shapes, strides, dtypes, devices and pointer alignment only checks for overlap and
-launches. The argument list follows blasdx.plan.kernel.KERNEL_PARAMETERS.
+``BoundLaunches`` keeps them by array signature: a later call with CuPy arrays (and bias) of
+the same shapes, strides, dtypes, devices and pointer alignment only checks for overlap and
+launches. The argument list follows blasdx.plan.kernel.KERNEL_PARAMETERS (and
+BIAS_PARAMETERS).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from ..compiler import CompiledKernel
 from ..plan import GemmPlan
 from ..plan.kernel import BATCH_PARAMETERS
-from .arguments import MatrixView, scalar
+from .arguments import BiasView, MatrixView, scalar
 
 if TYPE_CHECKING:
     from ..codegen.hooks import Fusion
@@ -57,22 +58,28 @@ class BoundLaunch:
     kernel: Kernel
     grid: int
     batch_args: tuple  # the values of BATCH_PARAMETERS
-    spans: tuple[int, int, int]  # bytes each operand covers, for the per-call overlap check
+    bias_strides: tuple  # the bias's strides of BIAS_PARAMETERS, () without a bias
+    spans: tuple[int, int, int, int]  # bytes A, B, C and the bias cover, for the per-call overlap check
     real_scalar: Any  # NumPy type for a Python float/int alpha or beta, None to check fully
     # Python alpha/beta values already converted to real_scalar (NumPy scalars cost ~0.5 us
     # each to make), at most _MAX_SCALARS of them.
     scalars: dict = field(default_factory=dict, compare=False, hash=False)
 
-    def launch(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any) -> None:
+    def launch(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any, bias: Any = None) -> None:
         """Launch on CuPy arrays, which the kernel call passes as their data pointers."""
         k = self.kernel
-        k.function((self.grid, 1, 1), k.compiled.block_dim, (a, b, c, alpha, beta, *self.batch_args),
-                   shared_mem=k.compiled.shared_memory_size, stream=stream)
+        args = (a, b, c, alpha, beta, *self.batch_args)
+        if bias is not None:
+            args = (*args, bias, *self.bias_strides)
+        k.function((self.grid, 1, 1), k.compiled.block_dim, args, shared_mem=k.compiled.shared_memory_size,
+                   stream=stream)
 
-    def overlaps(self, pa: int, pb: int, pc: int) -> bool:
-        sa, sb, sc = self.spans
+    def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0) -> bool:
+        """Whether C shares memory with A, B or the bias at these pointers."""
+        sa, sb, sc, sbias = self.spans
         return bool(sc) and ((sa and pc < pa + sa and pa < pc + sc) or
-                             (sb and pc < pb + sb and pb < pc + sc))
+                             (sb and pc < pb + sb and pb < pc + sc) or
+                             (sbias and pc < pbias + sbias and pbias < pc + sc))
 
     def scalar(self, value: Any, plan: GemmPlan, name: str) -> Any:
         """alpha or beta for this launch: Python numbers converted once and remembered."""
@@ -86,7 +93,8 @@ class BoundLaunch:
         return scalar(value, plan, name)
 
 
-def bind(kernel: Kernel, plan: GemmPlan, va: MatrixView, vb: MatrixView, vc: MatrixView) -> BoundLaunch:
+def bind(kernel: Kernel, plan: GemmPlan, va: MatrixView, vb: MatrixView, vc: MatrixView,
+         bias: BiasView | None = None) -> BoundLaunch:
     """The launch of ``kernel`` on checked operands: one block per item, at most as many
     as the device runs at once (the kernel loops over the rest)."""
     batch = 1 if va.batch is None else va.batch
@@ -96,7 +104,9 @@ def bind(kernel: Kernel, plan: GemmPlan, va: MatrixView, vb: MatrixView, vc: Mat
         np.float32 if plan.scalar_type == "float" else np.float64)
     return BoundLaunch(kernel=kernel, grid=int(min(batch, kernel.resident_blocks)),
                        batch_args=tuple(values[p.name] for p in BATCH_PARAMETERS),
-                       spans=(va.span_bytes, vb.span_bytes, vc.span_bytes), real_scalar=real)
+                       bias_strides=() if bias is None else tuple(np.int64(s) for s in bias.strides),
+                       spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
+                       real_scalar=real)
 
 
 class BoundLaunches:
@@ -108,15 +118,20 @@ class BoundLaunches:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(ndarray: type, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any) -> tuple | None:
-        """Everything the checks of CuPy operands depend on except the pointers' high bits:
-        equal keys pass or fail the checks alike. None for other array types."""
+    def key(ndarray: type, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any, bias: Any = None) -> tuple | None:
+        """Everything the checks of CuPy operands (and bias) depend on except the pointers'
+        high bits: equal keys pass or fail the checks alike. None for other array types."""
         if type(a) is not ndarray or type(b) is not ndarray or type(c) is not ndarray:
             return None
         da, db, dc = a.data, b.data, c.data
-        return (plan, fusion, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
-                c.shape, c.strides, c.dtype, da.device_id, db.device_id, dc.device_id,
-                da.ptr & 15, db.ptr & 15, dc.ptr & 15)
+        key = (plan, fusion, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
+               c.shape, c.strides, c.dtype, da.device_id, db.device_id, dc.device_id,
+               da.ptr & 15, db.ptr & 15, dc.ptr & 15)
+        if bias is None:
+            return key
+        if type(bias) is not ndarray:
+            return None
+        return (*key, bias.shape, bias.strides, bias.dtype, bias.data.device_id, bias.data.ptr & 15)
 
     def get(self, key: tuple | None) -> BoundLaunch | None:
         return self._launches.get(key) if key is not None else None
