@@ -131,7 +131,7 @@ def test_suggested_leading_dimension_pads_against_bank_conflicts():
     assert desc.replace(Size(32, 32, 32)).suggested_leading_dimension == (40, 40, 40)
     # float64 tensor cores read 32 bytes of a row per half warp: odd multiples of 32 bytes
     f64 = Size(32, 32, 32) + Precision("float64") + SM(900)
-    assert f64.instruction.name == "mma_f64"
+    assert f64.instruction.name == "mma_f64_m16n8k8"
     assert f64.suggested_leading_dimension == (36, 36, 36)  # 256 B -> 288 B (9 x 32)
     assert f64.replace(SM(750)).suggested_leading_dimension == (34, 34, 34)  # FMA: 16-byte units
     odd = Size(30, 31, 33) + Precision("float32") + SM(900)
@@ -199,6 +199,7 @@ def test_shared_memory_limit_per_sm(sm, limit_kib):
     (("bfloat16", "bfloat16", "float32"), 800, "mma_bf16"),
     (("tfloat32", "tfloat32", "float32"), 800, "mma_tf32"),
     (("float64", "float64", "float64"), 800, "mma_f64"),
+    (("float64", "float64", "float64"), 900, "mma_f64_m16n8k8"),
     (("float64", "float64", "float64"), 750, "fma"),
     (("int8", "int8", "int32"), 800, "mma_i8"),
     (("uint8", "int8", "int32"), 860, "mma_i8"),

@@ -71,6 +71,17 @@ def _describe(prec, cx, arr, size, sm, threads=None):
     return desc + Type("complex") if cx else desc
 
 
+def _whole_problem(desc, tiles):
+    """The descriptor of the matrices a K loop of ``tiles`` walks: k * tiles deep, no Block()
+    (the matrices live in global memory only)."""
+    m, n, k = desc.size
+    whole = Size(m, n, k * tiles)
+    for op in desc.operators:
+        if op.kind not in ("Size", "Block", "BlockDim"):
+            whole = whole + op
+    return whole
+
+
 def _step(operand, tile_rows: int, tile_cols: int, along: str) -> int:
     """Elements between K tiles of a big operand: along its columns (A) or rows (B)."""
     if along == "cols":
@@ -83,7 +94,7 @@ def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED)
 
     rng = np.random.default_rng(seed)
     m, n, k = desc.size
-    big = desc.replace(Size(m, n, k * tiles))
+    big = _whole_problem(desc, tiles)
     a, b, c = (Operand(big, x, None, None, rng) for x in "abc")
     c_before = c.values
     if beta == 0:
@@ -110,7 +121,7 @@ def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED)
 @pytest.mark.parametrize("spec", FAMILIES, ids=[f"{'c' if s[1] else ''}{'-'.join(s[0])}" for s in FAMILIES])
 def test_k_loop_in_every_precision_family(spec, tiles):
     prec, cx, size, sm = spec
-    run_k_loop(_describe(prec, cx, "rcr", size, sm), tiles, alpha=1.5, beta=0.5)
+    run_k_loop(_describe(prec, cx, "rcr", size, sm), tiles, alpha=2, beta=-1)
 
 
 ARRANGEMENTS = ["".join(x) for x in itertools.product("rc", repeat=3)]

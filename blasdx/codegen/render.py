@@ -106,6 +106,7 @@ def _context(plan: GemmPlan, name: str) -> dict:
             ptx_arch=instr.ptx_arch or instr.min_sm,
             ptx_sm75=instr.spelled(a, b, plan.bit_op, instr.ptx_sm75) if instr.ptx_sm75 else "",
         )
+        ctx["k_steps"] = -(-plan.k // instr.k)  # instructions along k
         if instr.packed:
             # Bytes of k per row of A (and column of B); each instruction takes 32 of them.
             value_bits = plan.a.element_size * 8 // plan.a.pack  # 4 or 1

@@ -214,7 +214,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES) -> Gemm
     threads = bx * by * bz
     warps = threads // 32
     if instr.is_mma:
-        acc_regs = 4  # every instruction here keeps 4 accumulator registers per tile
+        acc_regs = instr.c_values * (2 if instr.accumulator == "double" else 1)  # 32-bit registers per tile
         pm, pn = _warp_tile(instr, m, n, warps, acc_regs)
         tile_m, tile_n = pm * instr.m, pn * instr.n
         group_m, group_n = tile_m, tile_n

@@ -55,6 +55,9 @@ class UserKernel:
         return entry.cubin
 
     def _function(self, device_id: int) -> tuple[Any, list[int]]:
+        loaded = self._functions.get(device_id)  # loaded before: no lock on the launch path
+        if loaded is not None:
+            return loaded[1], loaded[2]
         with self._lock:
             loaded = self._functions.get(device_id)
             if loaded is None:

@@ -271,6 +271,8 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   const bool a_words = word_runs && (reinterpret_cast<unsigned long long>(sa) & 3) == 0;
   const bool b_words = word_runs && (reinterpret_cast<unsigned long long>(sb) & 3) == 0;
 
+
+#pragma unroll
   for (int k0 = 0; k0 < k_bytes; k0 += ik) {
     frag_t fa[pm][a_regs];
     frag_t fb[pn][b_regs];

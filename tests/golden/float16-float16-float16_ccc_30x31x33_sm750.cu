@@ -313,20 +313,32 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   // Every fragment of every tile by ldmatrix: no per-fragment checks in the loop over k.
   const bool all_ldmatrix = whole_tiles && k % ik == 0 && pn % 2 == 0 && ldmatrix_a_ok && ldmatrix_b_ok;
 
-  for (int k0 = 0; k0 < k; k0 += ik) {
-    frag_t fa[pm][a_regs];
-    frag_t fb[pn][b_regs];
-    if (all_ldmatrix) {
+  if (all_ldmatrix) {
+    // Every fragment by ldmatrix, software-pipelined: the fragments of step s + 1 load while
+    // the instructions of step s run (ldmatrix and mma are volatile asm, kept in this order).
+    frag_t fa[2][pm][a_regs], fb[2][pn][b_regs];
+    auto load_step = [&](int buffer, int k0) {
 #pragma unroll
-      for (int i = 0; i < pm; ++i) ldmatrix_a(fa[i], sa, m0 + i * im, k0, lane);
+      for (int i = 0; i < pm; ++i) ldmatrix_a(fa[buffer][i], sa, m0 + i * im, k0, lane);
 #pragma unroll
-      for (int j = 0; j < pn; j += 2) ldmatrix_b2(fb[j], fb[j + 1], sb, k0, n0 + j * in_, lane);
+      for (int j = 0; j < pn; j += 2) ldmatrix_b2(fb[buffer][j], fb[buffer][j + 1], sb, k0, n0 + j * in_, lane);
+    };
+    load_step(0, 0);
+#pragma unroll
+    for (int s = 0; s < k / ik; ++s) {
+      if (s + 1 < k / ik) load_step((s + 1) & 1, (s + 1) * ik);
 #pragma unroll
       for (int i = 0; i < pm; ++i)
 #pragma unroll
-        for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
-      continue;
+        for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[s & 1][i], fb[s & 1][j]);
     }
+    return;
+  }
+
+#pragma unroll
+  for (int k0 = 0; k0 < k; k0 += ik) {
+    frag_t fa[pm][a_regs];
+    frag_t fb[pn][b_regs];
     const bool whole_k = k0 + ik <= k;
 #pragma unroll
     for (int i = 0; i < pm; ++i) {

@@ -112,22 +112,29 @@ constexpr int tile_m = 16, tile_n = 16, tiles_n = 1, tiles = 1;
 using frag_t = double;
 using mma_acc_t = double;
 
-// m8n8k4 double fragments: one double of A and of B per lane, two accumulator values.
+// m8n8k4 double fragments, lane (g, t) = (lane / 4, lane % 4): A value j at (g + 8 (j & 1), t + 4 (j >> 1)),
+// B value j at (t + 4 j, g); accumulator value i at (g + 8 (i >> 1), 2 t + (i & 1)).
 constexpr int a_regs = 1, b_regs = 1, c_vals = 2;
 template <class Op>
 __device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int g, int t,
                                                 const Op& op) {
-  const int r = r0 + g, c = k0 + t;
-  f[0] = (r < m && c < k) ? blasdx::apply_load(op, sa[a_index(r, c)]) : 0.0;
+#pragma unroll
+  for (int j = 0; j < a_regs; ++j) {
+    const int r = r0 + g + 8 * (j & 1), c = k0 + t + 4 * (j >> 1);
+    f[j] = (r < m && c < k) ? blasdx::apply_load(op, sa[a_index(r, c)]) : 0.0;
+  }
 }
 template <class Op>
 __device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int g, int t,
                                                 const Op& op) {
-  const int r = k0 + t, c = n0 + g;
-  f[0] = (r < k && c < n) ? blasdx::apply_load(op, sb[b_index(r, c)]) : 0.0;
+#pragma unroll
+  for (int j = 0; j < b_regs; ++j) {
+    const int r = k0 + t + 4 * j, c = n0 + g;
+    f[j] = (r < k && c < n) ? blasdx::apply_load(op, sb[b_index(r, c)]) : 0.0;
+  }
 }
-__device__ __forceinline__ int c_row(int i, int g, int t) { return g; }
-__device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + i; }
+__device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
+__device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + (i & 1); }
 
 __device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_regs], const frag_t (&b)[b_regs]) {
   asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 { %0, %1 }, { %2 }, { %3 }, { %0, %1 };"
@@ -230,6 +237,8 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
                                               const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
   const int m0 = at.m0, n0 = at.n0, lane = w.lane, g = w.g, t = w.t;
 
+
+#pragma unroll
   for (int k0 = 0; k0 < k; k0 += ik) {
     frag_t fa[pm][a_regs];
     frag_t fb[pn][b_regs];

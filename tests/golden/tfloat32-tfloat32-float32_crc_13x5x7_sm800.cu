@@ -251,6 +251,8 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
                                               const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
   const int m0 = at.m0, n0 = at.n0, lane = w.lane, g = w.g, t = w.t;
 
+
+#pragma unroll
   for (int k0 = 0; k0 < k; k0 += ik) {
     frag_t fa[pm][a_regs];
     frag_t fb[pn][b_regs];
