@@ -1,7 +1,9 @@
 """A scaled-dot-product attention block per thread block: O = softmax(Q K^T / sqrt(d)) V.
 
-Two block GEMMs and a row softmax in one kernel; the scores and probabilities never
-leave shared memory. Q, K, V are (batch, 64, 64) float16; O is float32.
+Two block GEMMs and a row softmax in one kernel, on the register-accumulator API: the
+scores and probabilities never leave the chip (accumulators, then shared memory for the
+softmax), and O goes from the accumulators straight to global memory. Q, K, V are
+(batch, 64, 64) float16; O is float32.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ SEQ, DIM = 64, 64
 
 KERNEL = r'''
 // scores = Q K^T (K row-major is K^T column-major), then P = softmax(scores) as float16,
-// then O = P V. Shared memory: scores' GEMM (Q, K, S), then P, V and O for the second.
+// then O = P V. Shared memory: scores' GEMM (Q, K, S), then P and V for the second.
 extern "C" __global__ void attention(const __half* q, const __half* k, const __half* v, float* o,
                                      float scale, long long batch) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -28,14 +30,16 @@ extern "C" __global__ void attention(const __half* q, const __half* k, const __h
   auto* ss = reinterpret_cast<scores::c_t*>(smem + scores::c_offset);
   auto* sp = reinterpret_cast<output::a_t*>(second + output::a_offset);
   auto* sv = reinterpret_cast<output::b_t*>(second + output::b_offset);
-  auto* so = reinterpret_cast<output::c_t*>(second + output::c_offset);
   const int rank = blasdx::thread_rank(), lane = rank & 31, warps = (blockDim.x * blockDim.y * blockDim.z) / 32;
   for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
     scores::load_a(q + item * scores::m * scores::k, sq);
     scores::load_b(k + item * scores::k * scores::n, sk);
     output::load_b(v + item * output::k * output::n, sv);
     scores::copy_wait();
-    scores::execute(scale, sq, sk, 0.0f, ss);
+    scores::accumulator s = scores::make_accumulator();
+    scores::multiply(sq, sk, s);
+    scores::store(s, ss, scores::ldc, scale, 0.0f);  // scale * Q K^T into shared memory, for the row softmax
+    __syncthreads();
     for (int row = rank / 32; row < scores::m; row += warps) {  // one warp per row
       float top = -3.0e38f;
       for (int j = lane; j < scores::n; j += 32) top = fmaxf(top, ss[scores::c_index(row, j)]);
@@ -47,8 +51,9 @@ extern "C" __global__ void attention(const __half* q, const __half* k, const __h
         sp[output::a_index(row, j)] = __float2half(__expf(ss[scores::c_index(row, j)] - top) / sum);
     }
     __syncthreads();
-    output::execute(1.0f, sp, sv, 0.0f, so);
-    output::store_c(so, o + item * output::m * output::n);
+    output::accumulator out = output::make_accumulator();
+    output::multiply(sp, sv, out);
+    output::store(out, o + item * output::m * output::n, output::global_ldc, 1.0f, 0.0f);  // no shared-memory hop
     __syncthreads();
   }
 }

@@ -1,5 +1,6 @@
-"""Chained GEMM, D = (A @ B) @ E per block: the first GEMM's C stays in shared memory as
-the second GEMM's A; only A, B, E are read from and D written to global memory.
+"""Chained GEMM, D = (A @ B) @ E per block, on the register-accumulator API: the first
+GEMM's accumulators go to shared memory as the second GEMM's A, the second's go straight
+to global memory; only A, B, E are read from and D written to global memory.
 
 Two descriptors live in one kernel under two names (gemm1, gemm2)."""
 
@@ -15,7 +16,7 @@ KERNEL = r'''
 static_assert(blasdx::is_same<gemm1::c_t, gemm2::a_t>::value && gemm1::ldc == gemm2::lda,
               "gemm1's C must have the type and layout of gemm2's A");
 
-// One batch item per block iteration (grid-stride); smem holds gemm1's A, B, C, then gemm2's B and C.
+// One batch item per block iteration (grid-stride); smem holds gemm1's A, B, C (= gemm2's A), then gemm2's B.
 extern "C" __global__ void chained_gemm(const gemm1::a_t* a, const gemm1::b_t* b, const gemm2::b_t* e,
                                         gemm2::c_t* d, long long batch) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -24,15 +25,18 @@ extern "C" __global__ void chained_gemm(const gemm1::a_t* a, const gemm1::b_t* b
   auto* sb = reinterpret_cast<gemm1::b_t*>(smem + gemm1::b_offset);
   auto* sc = reinterpret_cast<gemm1::c_t*>(smem + gemm1::c_offset);
   auto* se = reinterpret_cast<gemm2::b_t*>(second + gemm2::b_offset);
-  auto* sd = reinterpret_cast<gemm2::c_t*>(second + gemm2::c_offset);
   for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
     gemm1::load_a(a + item * gemm1::m * gemm1::k, sa);
     gemm1::load_b(b + item * gemm1::k * gemm1::n, sb);
     gemm2::load_b(e + item * gemm2::k * gemm2::n, se);
     gemm1::copy_wait();
-    gemm1::execute(1.0f, sa, sb, 0.0f, sc);  // C = A B, left in shared memory
-    gemm2::execute(1.0f, sc, se, 0.0f, sd);  // D = C E
-    gemm2::store_c(sd, d + item * gemm2::m * gemm2::n);
+    gemm1::accumulator ab = gemm1::make_accumulator();
+    gemm1::multiply(sa, sb, ab);
+    gemm1::store(ab, sc, gemm1::ldc, 1.0f, 0.0f);  // C = A B, left in shared memory
+    __syncthreads();
+    gemm2::accumulator ce = gemm2::make_accumulator();
+    gemm2::multiply(sc, se, ce);
+    gemm2::store(ce, d + item * gemm2::m * gemm2::n, gemm2::global_ldc, 1.0f, 0.0f);  // D = C E
     __syncthreads();
   }
 }
