@@ -39,8 +39,23 @@ from .errors import CompileError, DeviceError, UnsupportedError
 from .plan import GemmPlan, PlanOverrides, kernel_plan, make_plan, with_alignment
 from .plan import explain as explaining
 from .plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, kernel_parameters
-from .runtime.arguments import bias_view, check_operands, data_alignment, scalar
-from .runtime.device import compile_arch_for, cupy_module, current_device, device_arch, load_function, stream_of
+from .runtime.arguments import (
+    bias_view,
+    check_operands,
+    check_torch_output,
+    data_alignment,
+    scalar,
+    torch_tensor_type,
+)
+from .runtime.device import (
+    compile_arch_for,
+    cupy_module,
+    current_device,
+    device_arch,
+    load_function,
+    stream_of,
+    torch_stream,
+)
 from .runtime.launch import BoundLaunches, Kernel, bind
 from .version import __version__
 
@@ -182,16 +197,21 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
     CuPy operands (and bias) seen before with the same signature skip the checks but for
     overlap."""
     cupy = cupy_module()
-    key = BOUND_LAUNCHES.key(cupy.ndarray, block, fusion, a, b, c, bias)
-    bound = BOUND_LAUNCHES.get(key)
-    if bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        if bound.overlaps(a.data.ptr, b.data.ptr, c.data.ptr, 0 if bias is None else bias.data.ptr):
+    tensor = torch_tensor_type()
+    on_torch = tensor is not None and isinstance(c, tensor)  # then PyTorch's stream where none is given
+    if on_torch:
+        check_torch_output(c)
+    fast = BOUND_LAUNCHES.lookup(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
+    if fast is not None and cupy.cuda.runtime.getDevice() == fast.bound.kernel.device_id:
+        if fast.bound.overlaps(*fast.pointers):
             _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...
             bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
-        if bound.grid:
-            bound.launch(a, b, c, bound.scalar(alpha, block, "alpha"), bound.scalar(beta, block, "beta"),
-                         stream_of(stream), bias)
+        if fast.bound.grid:
+            s = torch_stream(c) if stream is None and on_torch else stream_of(stream)
+            fast.bound.launch(*fast.operands[:3], fast.bound.scalar(alpha, block, "alpha"),
+                              fast.bound.scalar(beta, block, "beta"), s, fast.operands[3])
         return c
+    key = BOUND_LAUNCHES.key_of(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
     va, vb, vc = check_operands(block, a, b, c)
     values: dict[str, Any] = {"a": np.uint64(va.ptr), "b": np.uint64(vb.ptr), "c": np.uint64(vc.ptr),
                               "alpha": scalar(alpha, block, "alpha"), "beta": scalar(beta, block, "beta")}
@@ -199,7 +219,7 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
     if bias is not None:
         bv = bias_view(bias, vc)
         values["bias"] = np.uint64(bv.ptr)
-    s = stream_of(stream)
+    s = torch_stream(c) if stream is None and on_torch else stream_of(stream)
     with cupy.cuda.Device(vc.device_id):
         aligned = with_alignment(block, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
         bound = bind(kernel(aligned, fusion, vc.device_id), aligned, va, vb, vc, bv)

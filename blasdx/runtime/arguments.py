@@ -9,6 +9,7 @@ checks shape, dtype, strides, alignment, device and overlap against the plan and
 from __future__ import annotations
 
 import numbers
+import sys
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -112,6 +113,22 @@ def _ml_dtype(name: str) -> np.dtype | None:
         return None
     found = getattr(ml_dtypes, name, None)
     return None if found is None else np.dtype(found)
+
+
+def torch_tensor_type() -> Any:
+    """torch.Tensor where PyTorch is imported, else None (never imports PyTorch)."""
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.Tensor
+
+
+def check_torch_output(c: Any) -> None:
+    """A C tensor that requires grad (or a view of one) cannot be written in place behind
+    autograd's back, unless gradients are off."""
+    if c.requires_grad and sys.modules["torch"].is_grad_enabled():
+        raise ArgumentError(
+            "C requires grad, and execute() writes C in place, which autograd would not see; run it "
+            "under torch.no_grad() or pass a C that does not require grad (for example c.detach())"
+        )
 
 
 def _device_of_pointer(ptr: int) -> int:

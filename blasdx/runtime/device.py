@@ -7,6 +7,7 @@ runs at import time. Generated kernels and users' kernels both load through
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..compiler import supported_archs
@@ -89,6 +90,24 @@ def load_function(cubin: bytes, name: str, device_id: int, shared_memory: int = 
     return module, function
 
 
+_external: dict[int, Any] = {}  # CuPy views of foreign stream handles, made once each
+
+
+def torch_stream(tensor: Any) -> Any:
+    """PyTorch's current stream on ``tensor``'s device, as a CuPy stream."""
+    torch = sys.modules["torch"]  # a tensor was passed, so PyTorch is imported
+    return _external_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
+
+
+def _external_stream(handle: int) -> Any:
+    stream = _external.get(handle)
+    if stream is None:
+        stream = cupy_module().cuda.ExternalStream(int(handle))
+        if len(_external) < 256:
+            _external[handle] = stream
+    return stream
+
+
 def stream_of(stream: Any) -> Any:
     """A CuPy stream for ``stream``: None (CuPy's current stream), a CuPy stream, a
     torch.cuda.Stream, an object with ``__cuda_stream__`` or a raw handle."""
@@ -107,4 +126,4 @@ def stream_of(stream: Any) -> Any:
             f"stream must be a cupy.cuda.Stream, a torch.cuda.Stream, a raw handle (int) or None, "
             f"got {type(stream).__name__}"
         )
-    return cupy.cuda.ExternalStream(int(handle))
+    return _external_stream(int(handle))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +48,10 @@ class Kernel:
 
 
 _MAX_SCALARS = 64
+
+
+def _tensor_pointers(a: Any, b: Any, c: Any, bias: Any) -> tuple[int, int, int, int]:
+    return a.data_ptr(), b.data_ptr(), c.data_ptr(), 0 if bias is None else bias.data_ptr()
 
 
 @dataclass(frozen=True)
@@ -109,8 +113,19 @@ def bind(kernel: Kernel, plan: GemmPlan, va: MatrixView, vb: MatrixView, vc: Mat
                        real_scalar=real)
 
 
+class FastLaunch(NamedTuple):
+    """A bound launch found for this call's operands: their data pointers (A, B, C, bias; 0
+    for no bias) and what the kernel call takes for them (CuPy arrays as themselves, PyTorch
+    tensors as their pointers)."""
+
+    bound: BoundLaunch
+    pointers: tuple[int, int, int, int]
+    operands: tuple
+
+
 class BoundLaunches:
-    """Bound launches by array signature (CuPy arrays only), at most ``limit`` of them."""
+    """Bound launches by array signature (CuPy arrays, or PyTorch tensors), at most ``limit``
+    of them."""
 
     def __init__(self, limit: int = 4096) -> None:
         self._launches: dict[tuple, BoundLaunch] = {}
@@ -132,6 +147,44 @@ class BoundLaunches:
         if type(bias) is not ndarray:
             return None
         return (*key, bias.shape, bias.strides, bias.dtype, bias.data.device_id, bias.data.ptr & 15)
+
+    @staticmethod
+    def torch_key(plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any, bias: Any,
+                  pointers: tuple[int, int, int, int]) -> tuple:
+        """The same for PyTorch tensors (``pointers``: their data pointers, 0 for no bias)."""
+        pa, pb, pc, pbias = pointers
+        key = (plan, fusion, a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
+               c.shape, c.stride(), c.dtype, c.device, pa & 15, pb & 15, pc & 15)
+        if bias is None:
+            return key
+        return (*key, bias.shape, bias.stride(), bias.dtype, bias.device, pbias & 15)
+
+    def key_of(self, ndarray: type, tensor: type | None, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
+               bias: Any) -> tuple | None:
+        """The key of these operands: CuPy arrays, or PyTorch tensors where ``tensor`` is
+        torch.Tensor and C one; None for other kinds or a mix."""
+        if tensor is None:
+            return self.key(ndarray, plan, fusion, a, b, c, bias)
+        if not (isinstance(a, tensor) and isinstance(b, tensor) and (bias is None or isinstance(bias, tensor))):
+            return None
+        return self.torch_key(plan, fusion, a, b, c, bias, _tensor_pointers(a, b, c, bias))
+
+    def lookup(self, ndarray: type, tensor: type | None, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
+               bias: Any) -> FastLaunch | None:
+        """The bound launch of operands seen before with the same signature, or None."""
+        if tensor is None:
+            bound = self._launches.get(self.key(ndarray, plan, fusion, a, b, c, bias))
+            if bound is None:
+                return None
+            pointers = (a.data.ptr, b.data.ptr, c.data.ptr, 0 if bias is None else bias.data.ptr)
+            return FastLaunch(bound, pointers, (a, b, c, bias))
+        if not (isinstance(a, tensor) and isinstance(b, tensor) and (bias is None or isinstance(bias, tensor))):
+            return None
+        pointers = _tensor_pointers(a, b, c, bias)
+        bound = self._launches.get(self.torch_key(plan, fusion, a, b, c, bias, pointers))
+        if bound is None:
+            return None
+        return FastLaunch(bound, pointers, (*pointers[:3], None if bias is None else pointers[3]))
 
     def get(self, key: tuple | None) -> BoundLaunch | None:
         return self._launches.get(key) if key is not None else None
