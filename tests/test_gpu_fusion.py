@@ -187,6 +187,8 @@ def test_bad_bias_is_an_argument_error():
         (cupy.zeros((1, 1, 24, 20), dtype=np.float32), "broadcasts to C's shape"),
         (np.zeros(20, dtype=np.float32), "NumPy"),
         (c.array[0, 0], "overlaps C"),
+        (cupy.lib.stride_tricks.as_strided(cupy.zeros(1, np.float32), shape=(20,), strides=(2**32,)),
+         "past the kernel's 32-bit offsets"),
     ]
     for bias, match in cases:
         with pytest.raises(ArgumentError, match=match):

@@ -421,6 +421,9 @@ def bias_view(bias: Any, vc: MatrixView) -> BiasView:
     if ptr % min(16, vc.element_size):
         raise ArgumentError(f"bias's data pointer {ptr:#x} is not aligned to its "
                             f"{vc.element_size}-byte element; pass an aligned copy")
+    if (c_shape[1] - 1) * abs(strides[1]) + (c_shape[2] - 1) * abs(strides[2]) >= 2**31:
+        raise ArgumentError(f"bias strides {byte_strides} (bytes) span more than 2**31 elements within one item, "
+                            f"past the kernel's 32-bit offsets; pass a contiguous bias (bias.copy())")
     span = (sum((d - 1) * abs(s) for d, s in zip(c_shape, strides)) + 1) * vc.element_size
     if vc.span_bytes and ptr < vc.ptr + vc.span_bytes and vc.ptr < ptr + span:
         raise ArgumentError("bias overlaps C in memory; C is written while the bias is read, "

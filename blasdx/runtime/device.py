@@ -96,15 +96,17 @@ _external: dict[int, Any] = {}  # CuPy views of foreign stream handles, made onc
 def torch_stream(tensor: Any) -> Any:
     """PyTorch's current stream on ``tensor``'s device, as a CuPy stream."""
     torch = sys.modules["torch"]  # a tensor was passed, so PyTorch is imported
-    return _external_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
+    device = tensor.device
+    return _external_stream(torch.cuda.current_stream(device).cuda_stream, device.index)
 
 
-def _external_stream(handle: int) -> Any:
-    stream = _external.get(handle)
+def _external_stream(handle: int, device_id: int) -> Any:
+    key = (handle, device_id)
+    stream = _external.get(key)
     if stream is None:
-        stream = cupy_module().cuda.ExternalStream(int(handle))
+        stream = cupy_module().cuda.ExternalStream(int(handle), int(device_id))
         if len(_external) < 256:
-            _external[handle] = stream
+            _external[key] = stream
     return stream
 
 
@@ -126,4 +128,5 @@ def stream_of(stream: Any) -> Any:
             f"stream must be a cupy.cuda.Stream, a torch.cuda.Stream, a raw handle (int) or None, "
             f"got {type(stream).__name__}"
         )
-    return _external_stream(int(handle))
+    device = getattr(getattr(stream, "device", None), "index", None)  # torch.cuda.Stream knows its device
+    return _external_stream(int(handle), cupy.cuda.runtime.getDevice() if device is None else device)
