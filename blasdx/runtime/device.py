@@ -100,11 +100,29 @@ def torch_stream(tensor: Any) -> Any:
     return _external_stream(torch.cuda.current_stream(device).cuda_stream, device.index)
 
 
+class _StreamHandle:
+    """A raw stream handle seen through the CUDA stream protocol (``__cuda_stream__``)."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return 0, self.handle
+
+
 def _external_stream(handle: int, device_id: int) -> Any:
+    """A CuPy stream on a foreign handle, made once per handle: Stream.from_external where
+    CuPy has it (14+), else ExternalStream."""
     key = (handle, device_id)
     stream = _external.get(key)
     if stream is None:
-        stream = cupy_module().cuda.ExternalStream(int(handle), int(device_id))
+        cuda = cupy_module().cuda
+        from_external = getattr(cuda.Stream, "from_external", None)
+        if from_external is not None:
+            with cuda.Device(device_id):
+                stream = from_external(_StreamHandle(int(handle)))
+        else:
+            stream = cuda.ExternalStream(int(handle), int(device_id))
         if len(_external) < 256:
             _external[key] = stream
     return stream
