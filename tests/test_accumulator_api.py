@@ -30,11 +30,13 @@ SPECS = [  # precisions, complex, arrangement, size, SM
     (("float64", "float64", "float64"), True, "crr", (8, 16, 32), 800),
 ]
 
-# A K loop over `tiles` (m x k, k x n) pieces of A and B held one after another, each read
-# with a run-time leading dimension; every element of the accumulator is visited once.
-K_LOOP = r"""
+# A K loop over `tiles` (m x k, k x n) pieces of A and B held one after another in big
+# matrices, each read with a run-time leading dimension; every value of the accumulator is
+# counted in `visits` once; then load/store in place. tests/test_gpu_accumulator.py runs them.
+KERNELS = r"""
 extern "C" __global__ void k_loop(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long lda, long long ldb,
-                                  long long ldc, int tiles, long long a_step, long long b_step, int* visits) {
+                                  long long ldc, int tiles, long long a_step, long long b_step, int* visits,
+                                  gemm::scalar_t alpha, gemm::scalar_t beta) {
   extern __shared__ __align__(16) unsigned char smem[];
   auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
   auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
@@ -48,15 +50,40 @@ extern "C" __global__ void k_loop(const gemm::a_t* a, const gemm::b_t* b, gemm::
   }
   for (int i = 0; i < gemm::accumulator::size; ++i)
     if (acc.in_bounds(i)) atomicAdd(visits + acc.row(i) * gemm::n + acc.col(i), 1);
-  gemm::store(acc, c, ldc, blasdx::convert<gemm::scalar_t>(1), blasdx::convert<gemm::scalar_t>(0));
+  gemm::store(acc, c, ldc, alpha, beta);
 }
 
-extern "C" __global__ void load_and_store(gemm::c_t* c, long long ldc) {
+extern "C" __global__ void load_then_store(gemm::c_t* c, long long ldc, gemm::scalar_t alpha, gemm::scalar_t beta) {
   gemm::accumulator acc = gemm::make_accumulator();
   gemm::load(c, ldc, acc);
-  gemm::store(acc, c, ldc, blasdx::convert<gemm::scalar_t>(2), blasdx::convert<gemm::scalar_t>(1));
+  gemm::store(acc, c, ldc, alpha, beta);
 }
 """
+
+# (A B) E with the first GEMM's accumulator stored to shared memory as the second's A.
+CHAINED = r"""
+extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<g1::a_t*>(smem + g1::a_offset);
+  auto* sb = reinterpret_cast<g1::b_t*>(smem + g1::b_offset);
+  auto* sab = reinterpret_cast<g2::a_t*>(smem + g1::c_offset);
+  auto* se = reinterpret_cast<g2::b_t*>(smem + g1::shared_memory_size);
+  g1::load_a(a, sa); g1::load_b(b, sb); g2::load_b(e, se); g1::copy_wait();
+  g1::accumulator ab = g1::make_accumulator();
+  g1::multiply(sa, sb, ab);
+  g1::store(ab, sab, g2::lda, 1.f, 0.f);
+  __syncthreads();
+  g2::accumulator abe = g2::make_accumulator();
+  g2::multiply(sab, se, abe);
+  g2::store(abe, out, g2::global_ldc, 1.f, 0.f);
+}
+"""
+
+
+def chained_descriptors():
+    first = (Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900)
+             + Block())
+    return first, first.replace(Size(64, 32, 64))
 
 
 def _describe(prec, cx, arr, size, sm):
@@ -78,31 +105,13 @@ def test_the_accumulator_api_compiles(spec, arch):
     desc = _describe(*spec)
     if desc.sm > arch:
         pytest.skip(f"SM({desc.sm}) algorithm needs arch >= {desc.sm}")
-    kernel = compile_kernel(desc.device_source("gemm") + K_LOOP, "k_loop", sm=arch)
+    kernel = compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop", sm=arch)
     assert kernel.cubin[:4] == b"\x7fELF"
 
 
 def test_two_descriptors_chain_through_the_accumulator_api():
-    """The first GEMM's accumulator, stored to shared memory, is the second GEMM's A."""
-    first = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
-    second = first.replace(Size(64, 32, 64))
-    source = first.device_source("g1") + second.device_source("g2") + r"""
-extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* out) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  auto* sa = reinterpret_cast<g1::a_t*>(smem + g1::a_offset);
-  auto* sb = reinterpret_cast<g1::b_t*>(smem + g1::b_offset);
-  auto* sab = reinterpret_cast<g2::a_t*>(smem + g1::c_offset);
-  auto* se = reinterpret_cast<g2::b_t*>(smem + g1::shared_memory_size);
-  g1::load_a(a, sa); g1::load_b(b, sb); g2::load_b(e, se); g1::copy_wait();
-  g1::accumulator ab = g1::make_accumulator();
-  g1::multiply(sa, sb, ab);
-  g1::store(ab, sab, g2::lda, 1.f, 0.f);
-  __syncthreads();
-  g2::accumulator abe = g2::make_accumulator();
-  g2::multiply(sab, se, abe);
-  g2::store(abe, out, g2::global_ldc, 1.f, 0.f);
-}
-"""
+    first, second = chained_descriptors()
+    source = first.device_source("g1") + second.device_source("g2") + CHAINED
     assert compile_kernel(source, "chained", sm=900).cubin[:4] == b"\x7fELF"
 
 

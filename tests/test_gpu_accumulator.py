@@ -15,38 +15,12 @@ from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size, Type
 from blasdx.runtime.arguments import scalar
 
 from .gpu_support import Operand, bound, relative_error
+from .test_accumulator_api import CHAINED, KERNELS, chained_descriptors
 
 pytestmark = pytest.mark.gpu
 
 SEED = int(np.random.SeedSequence().entropy % 2**31)
 LAYOUT = {"r": "row_major", "c": "col_major"}
-
-KERNELS = r"""
-extern "C" __global__ void k_loop(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long lda, long long ldb,
-                                  long long ldc, int tiles, long long a_step, long long b_step, int* visits,
-                                  gemm::scalar_t alpha, gemm::scalar_t beta) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
-  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
-  gemm::accumulator acc = gemm::make_accumulator();
-  for (int t = 0; t < tiles; ++t) {
-    gemm::load_a(a + t * a_step, lda, sa);
-    gemm::load_b(b + t * b_step, ldb, sb);
-    gemm::copy_wait();
-    gemm::multiply(sa, sb, acc);
-    __syncthreads();
-  }
-  for (int i = 0; i < gemm::accumulator::size; ++i)
-    if (acc.in_bounds(i)) atomicAdd(visits + acc.row(i) * gemm::n + acc.col(i), 1);
-  gemm::store(acc, c, ldc, alpha, beta);
-}
-
-extern "C" __global__ void load_then_store(gemm::c_t* c, long long ldc, gemm::scalar_t alpha, gemm::scalar_t beta) {
-  gemm::accumulator acc = gemm::make_accumulator();
-  gemm::load(c, ldc, acc);
-  gemm::store(acc, c, ldc, alpha, beta);
-}
-"""
 
 FAMILIES = [  # precisions, complex, size, SM
     (("float16", "float16", "float32"), False, (64, 64, 64), 900),
@@ -188,26 +162,8 @@ def test_chained_gemms_through_an_accumulator():
     import cupy
 
     rng = np.random.default_rng(SEED)
-    first = Size(64, 64, 64) + Precision("float16", "float16", "float16") + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
-    second = first.replace(Size(64, 32, 64))
-    source = first.device_source("g1") + second.device_source("g2") + r"""
-extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* out) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  auto* sa = reinterpret_cast<g1::a_t*>(smem + g1::a_offset);
-  auto* sb = reinterpret_cast<g1::b_t*>(smem + g1::b_offset);
-  auto* sab = reinterpret_cast<g2::a_t*>(smem + g1::c_offset);
-  auto* se = reinterpret_cast<g2::b_t*>(smem + g1::shared_memory_size);
-  g1::load_a(a, sa); g1::load_b(b, sb); g2::load_b(e, se); g1::copy_wait();
-  g1::accumulator ab = g1::make_accumulator();
-  g1::multiply(sa, sb, ab);
-  g1::store(ab, sab, g2::lda, 1.f, 0.f);
-  __syncthreads();
-  g2::accumulator abe = g2::make_accumulator();
-  g2::multiply(sab, se, abe);
-  g2::store(abe, out, g2::global_ldc, 1.f, 0.f);
-}
-"""
-    kernel = blasdx.compile_kernel(source, "chained")
+    first, second = chained_descriptors()
+    kernel = blasdx.compile_kernel(first.device_source("g1") + second.device_source("g2") + CHAINED, "chained")
     a = (rng.standard_normal((64, 64)) * 0.25).astype(np.float16)
     b = (rng.standard_normal((64, 64)) * 0.25).astype(np.float16)
     e = (rng.standard_normal((64, 32)) * 0.25).astype(np.float16)
