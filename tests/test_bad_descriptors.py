@@ -69,11 +69,12 @@ CASES = [
      r"lda=15 is too small for col_major A \(16x8\): lda must be >= m = 16"),
     ("lda < k row-major", lambda: Size(16, 8, 12) + Arrangement("row_major") + LeadingDimension(11, 12, 16), DescriptorError,
      r"lda=11 is too small for row_major A \(16x12\): lda must be >= k = 12"),
-    ("ldb < k col-major", lambda: Size(8, 8, 12) + LeadingDimension(12, 11, 8), DescriptorError,
+    # The default arrangement is checked when the descriptor is used, not while composing.
+    ("ldb < k col-major", lambda: (Size(8, 8, 12) + LeadingDimension(12, 11, 8)).leading_dimension, DescriptorError,
      r"ldb=11 is too small for col_major B \(12x8\): ldb must be >= k = 12"),
     ("ldb < n row-major", lambda: Size(8, 9, 8) + Arrangement("row_major", "row_major") + LeadingDimension(8, 8, 8),
      DescriptorError, r"ldb=8 is too small for row_major B \(8x9\): ldb must be >= n = 9"),
-    ("ldc < m col-major", lambda: Size(10, 8, 8) + LeadingDimension(8, 8, 9), DescriptorError,
+    ("ldc < m col-major", lambda: (Size(10, 8, 8) + LeadingDimension(8, 8, 9)).leading_dimension, DescriptorError,
      r"ldc=9 is too small for col_major C \(10x8\): ldc must be >= m = 10"),
     ("ldc < n row-major", lambda: Size(8, 10, 8) + Arrangement("row_major", "col_major", "row_major") + LeadingDimension(8, 8, 9),
      DescriptorError, r"ldc=9 is too small for row_major C \(8x10\): ldc must be >= n = 10"),
@@ -82,7 +83,7 @@ CASES = [
     # 7. alignment
     ("alignment 3", lambda: Alignment(3, 16, 16), DescriptorError, r"must be a power of two in bytes"),
     ("alignment 32", lambda: Alignment(32, 16, 16), DescriptorError, r"must be <= 16 bytes, got 32"),
-    ("alignment below element", lambda: Alignment(2, 16, 16) + Precision("float32"), DescriptorError,
+    ("alignment below element", lambda: (Alignment(2, 16, 16) + Precision("float32")).alignment, DescriptorError,
      r"Alignment a=2 bytes is not a multiple of the A element size \(4 bytes\); use 4 or more"),
     ("alignment below complex element", lambda: Alignment(8, 8, 8) + Precision("float64") + Type("complex"),
      DescriptorError, r"A element size \(16 bytes\)"),
@@ -95,7 +96,8 @@ CASES = [
     ("block dim 1025", lambda: BlockDim(1025), DescriptorError, r"has 1025 threads"),
     ("block dim 0", lambda: BlockDim(0), DescriptorError, r"BlockDim.x: must be >= 1, got 0"),
     ("block dim 3-D too big", lambda: BlockDim(16, 16, 8), DescriptorError, r"has 2048 threads"),
-    ("block dim without block", lambda: Size(8, 8, 8) + BlockDim(64), DescriptorError, r"add Block\(\) to the descriptor"),
+    ("block dim without block", lambda: (Size(8, 8, 8) + BlockDim(64) + SM(900)).explain(), DescriptorError,
+     r"add Block\(\) to the descriptor"),
     # 10. composition
     ("same operator twice", lambda: Size(8, 8, 8) + Size(4, 4, 4), DescriptorError,
      r"Size is already set to Size\(8, 8, 8\); cannot add Size\(4, 4, 4\)\. Use descriptor.replace"),
@@ -112,9 +114,12 @@ CASES = [
     ("compile without sm", lambda: (Size(8, 8, 8) + Block()).compile(arch=900), IncompleteDescriptorError,
      r"needs the SM operator"),
     # 12. shared memory
-    ("shared memory over SM 900", lambda: Size(128, 128, 192) + Precision("float32") + SM(900) + Block(), UnsupportedError,
+    # Shared memory depends on defaults (type, arrangement, leading dimensions): checked when used.
+    ("shared memory over SM 900", lambda: (Size(128, 128, 192) + Precision("float32") + SM(900) + Block()).plan,
+     UnsupportedError,
      r"needs 262144 bytes of shared memory, over SM 900's limit of 232448 bytes per block.*A 98304 B"),
-    ("shared memory over SM 750", lambda: Size(64, 64, 64) + Precision("float64") + SM(750) + Block(), UnsupportedError,
+    ("shared memory over SM 750", lambda: (Size(64, 64, 64) + Precision("float64") + SM(750) + Block()).shared_memory_size,
+     UnsupportedError,
      r"over SM 750's limit of 65536 bytes"),
     # 13. NVRTC arch
     ("arch the installed nvrtc lacks", lambda: (Size(8, 8, 8) + SM(700) + Block()).compile(arch=710), UnsupportedError,

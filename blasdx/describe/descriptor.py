@@ -82,6 +82,7 @@ class Descriptor:
     def __init__(self, ops: Mapping[str, Operator]) -> None:
         rules.check(ops)
         self._ops: dict[str, Operator] = dict(sorted(ops.items(), key=lambda kv: _ORDER[kv[0]]))
+        self._rules_hold = False  # every rule, defaults included: see _check_rules
 
     @classmethod
     def of(cls, value: Operator | Descriptor) -> Descriptor:
@@ -140,6 +141,14 @@ class Descriptor:
     def __repr__(self) -> str:
         return " + ".join(repr(op) for op in self._ops.values())
 
+    def _check_rules(self) -> None:
+        """Every cross-operator rule with the defaults filled in: run when the descriptor is
+        planned, traited or run (composition checks only rules whose operators are all
+        present, so that it does not depend on order)."""
+        if not self._rules_hold:
+            rules.check(self._ops, complete=True)
+            self._rules_hold = True
+
     def _require(self, kind: type[Operator], trait: str) -> Operator:
         if kind.kind not in self._ops:
             example = {"Size": "Size(64, 64, 64)", "SM": "SM(900)", "Block": "Block()"}[kind.kind]
@@ -192,6 +201,7 @@ class Descriptor:
     @property
     def leading_dimension(self) -> ABC:
         self._require(Size, "leading_dimension")
+        self._check_rules()
         return ABC(**leading_dimension_of(self._ops))
 
     @property
@@ -201,6 +211,7 @@ class Descriptor:
         ``padded_leading_dimension``).
         Packed precisions count values, as their leading dimensions do."""
         self._require(Size, "suggested_leading_dimension")
+        self._check_rules()
         arr, esize, pack = arrangement_of(self._ops), element_sizes_of(self._ops), packs_of(self._ops)
         unit = self.instruction.padding_unit if "SM" in self._ops else 16
         out = {}
@@ -221,6 +232,7 @@ class Descriptor:
     @property
     def alignment(self) -> ABC:
         """Alignment if given, else each element's own alignment (its size, at most 16)."""
+        self._check_rules()
         if "Alignment" in self._ops:
             al = self._ops["Alignment"]
             return ABC(al.a, al.b, al.c)  # type: ignore[attr-defined]
@@ -257,6 +269,7 @@ class Descriptor:
     @property
     def block_dim(self) -> XYZ:
         self._require(Block, "block_dim")
+        self._check_rules()
         bd = self._ops.get("BlockDim")
         if bd is None:
             return self.suggested_block_dim
@@ -272,6 +285,7 @@ class Descriptor:
         """Bytes of shared memory the block GEMM needs for A, B and C (see
         ``shared_memory_parts_of``)."""
         self._require(Size, "shared_memory_size")
+        self._check_rules()
         return sum(shared_memory_parts_of(self._ops).values())
 
     @property
@@ -292,6 +306,7 @@ class Descriptor:
     def plan(self) -> GemmPlan:
         """The kernel decisions for this descriptor (blasdx.plan.GemmPlan)."""
         self._require_executable("planning a kernel")
+        self._check_rules()
         return _pipeline().make_plan(self)
 
     @property
@@ -305,6 +320,7 @@ class Descriptor:
 
     def explain(self) -> str:
         """What the kernel does and why: instruction, tiling, threads, shared memory."""
+        self._check_rules()
         return _pipeline().explain(self)
 
     def compile(self, arch: int | None = None, *, prologue: Any = None, epilogue: Any = None,

@@ -1,72 +1,85 @@
 """Every rule that involves more than one operator, in one place.
 
-``check(ops)`` runs each rule whose operators are all present and raises
-``DescriptorError`` (or ``UnsupportedError``) naming the operators, the values, the
-rule and a fix. Rules of a single operator live with the operator.
+``check(ops)`` runs, while operators are being composed, each rule whose operators are all
+present; ``check(ops, complete=True)`` runs every rule with the defaults filled in, when the
+descriptor is planned, traited or run. So composition is order-free: a default (float32,
+the default arrangement, no Block()) never makes a descriptor look invalid before the
+operator that replaces it is added. Each raises ``DescriptorError`` (or
+``UnsupportedError``) naming the operators, the values, the rule and a fix. Rules of a
+single operator live with the operator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ..arch import BIT_AND_MIN_SM, PACKED_MIN_SM, shared_memory_limit
 from ..errors import DescriptorError, UnsupportedError
 from .operators import Operator
-from .precision import PRECISIONS
+from .precision import PRECISIONS, PrecisionInfo
 from .traits import (
     arrangement_of,
     element_sizes_of,
     is_complex_of,
     leading_dimension_of,
+    precision_of,
     shared_memory_parts_of,
     stored_rows,
 )
 
 
-def check(ops: Mapping[str, Operator]) -> None:
-    """Run every cross-operator rule whose operators are present in ``ops``."""
-    _check_packed(ops)
-    _check_precision_type(ops)
-    _check_arrangement_transpose(ops)
-    _check_leading_dimension(ops)
-    _check_alignment(ops)
-    _check_block_dim(ops)
-    _check_shared_memory(ops)
+def check(ops: Mapping[str, Operator], complete: bool = False) -> None:
+    """Run the cross-operator rules: those whose operators are all in ``ops`` (composition),
+    or all of them with the defaults filled in (``complete``)."""
+    for rule, ready in RULES:
+        if complete or ready(ops):
+            rule(ops)
 
 
-def _check_precision_type(ops: Mapping[str, Operator]) -> None:
-    prec = ops.get("Precision")
-    if prec is None:
-        return
-    a, b, c = (PRECISIONS[n] for n in (prec.a, prec.b, prec.c))  # type: ignore[attr-defined]
-    names = f"Precision({a.name!r}, {b.name!r}, {c.name!r})"
-    kinds = {p.is_float for p in (a, b, c)}
-    if len(kinds) != 1:
+def _precisions(ops: Mapping[str, Operator]) -> tuple[PrecisionInfo, PrecisionInfo, PrecisionInfo, str]:
+    """A's, B's and C's precision (the default where Precision is absent) and how to name them."""
+    p = precision_of(ops)
+    a, b, c = (PRECISIONS[p[m]] for m in "abc")
+    return a, b, c, f"Precision({a.name!r}, {b.name!r}, {c.name!r})"
+
+
+def _check_precision_kinds(ops: Mapping[str, Operator]) -> None:
+    a, b, c, names = _precisions(ops)
+    if len({p.is_float for p in (a, b, c)}) != 1:
         raise DescriptorError(
             f"{names} mixes integer and floating-point precisions; A, B and C must be "
             f"all floating point or all integers (for example Precision('int8', 'int8', 'int32'))"
         )
-    if not c.is_float:
-        if (a.signed or b.signed) and not c.signed:
-            raise DescriptorError(
-                f"{names}: A or B is signed, so the accumulator C must be signed too; "
-                f"use {c.name.lstrip('u')!r} for C"
-            )
-        need = max(32, a.bits, b.bits)
-        if c.bits < need:
-            suggestion = f"{'int' if c.signed else 'uint'}{need}"
-            raise DescriptorError(
-                f"{names}: C has {c.bits} bits but a {a.name} x {b.name} accumulator needs at least "
-                f"{need}; use {suggestion!r} for C"
-            )
-    typ = ops.get("Type")
-    if typ is not None and typ.value == "complex":  # type: ignore[attr-defined]
-        unsigned = [p.name for p in (a, b, c) if not p.signed]
-        if unsigned:
-            raise DescriptorError(
-                f"Type('complex') with {names}: complex values cannot have unsigned precisions "
-                f"({', '.join(unsigned)}); use signed ones such as 'int8'/'int32'"
-            )
+
+
+def _check_signed_accumulator(ops: Mapping[str, Operator]) -> None:
+    a, b, c, names = _precisions(ops)
+    if not c.is_float and (a.signed or b.signed) and not c.signed:
+        raise DescriptorError(
+            f"{names}: A or B is signed, so the accumulator C must be signed too; "
+            f"use {c.name.lstrip('u')!r} for C"
+        )
+
+
+def _check_accumulator_width(ops: Mapping[str, Operator]) -> None:
+    a, b, c, names = _precisions(ops)
+    need = max(32, a.bits, b.bits)
+    if not c.is_float and not c.is_packed and c.bits < need:
+        suggestion = f"{'int' if c.signed else 'uint'}{need}"
+        raise DescriptorError(
+            f"{names}: C has {c.bits} bits but a {a.name} x {b.name} accumulator needs at least "
+            f"{need}; use {suggestion!r} for C"
+        )
+
+
+def _check_complex_signed(ops: Mapping[str, Operator]) -> None:
+    a, b, c, names = _precisions(ops)
+    unsigned = [p.name for p in (a, b, c) if not p.signed and not p.is_packed]
+    if is_complex_of(ops) and unsigned:
+        raise DescriptorError(
+            f"Type('complex') with {names}: complex values cannot have unsigned precisions "
+            f"({', '.join(unsigned)}); use signed ones such as 'int8'/'int32'"
+        )
 
 
 # Packed precisions by family: the operands of one tensor-core instruction.
@@ -74,77 +87,126 @@ _FOUR_BIT = frozenset({"int4", "uint4"})
 _BINARY = frozenset({"binary"})
 
 
-def _check_packed(ops: Mapping[str, Operator]) -> None:
-    """int4, uint4 and binary run only on tensor cores, whose instructions fix the rest."""
-    prec, bit_op = ops.get("Precision"), ops.get("BitOp")
-    names = (prec.a, prec.b, prec.c) if prec is not None else ("float32",) * 3  # type: ignore[attr-defined]
-    a, b, c = (PRECISIONS[n] for n in names)
+def _check_bit_op(ops: Mapping[str, Operator]) -> None:
+    a, b, _, _ = _precisions(ops)
+    bit_op = ops.get("BitOp")
     if bit_op is not None and not (a.name == b.name == "binary"):
         raise DescriptorError(
             f"{bit_op!r} chooses how binary GEMMs combine bits, but A and B are {a.name} and "
             f"{b.name}; use Precision('binary', 'binary', 'int32') or remove BitOp"
         )
-    if not (a.is_packed or b.is_packed or c.is_packed):
-        return
-    what = f"Precision({a.name!r}, {b.name!r}, {c.name!r})"
+
+
+def _packed(ops: Mapping[str, Operator]) -> tuple[PrecisionInfo, PrecisionInfo, PrecisionInfo, str] | None:
+    """The precisions where A or B is packed (int4, uint4, binary), else None."""
+    a, b, c, names = _precisions(ops)
+    return (a, b, c, names) if a.is_packed or b.is_packed else None
+
+
+def _packed_pair(ops: Mapping[str, Operator]) -> tuple[PrecisionInfo, PrecisionInfo, str] | None:
+    """A and B where both are 4-bit or both binary (one tensor-core instruction), else None."""
+    found = _packed(ops)
+    if found is None or not ({found[0].name, found[1].name} <= _FOUR_BIT or {found[0].name, found[1].name} <= _BINARY):
+        return None
+    return found[0], found[1], found[3]
+
+
+def _check_packed_c(ops: Mapping[str, Operator]) -> None:
+    a, b, c, names = _precisions(ops)
     if c.is_packed:
         raise DescriptorError(
-            f"{what}: C holds the accumulator, which is int32 for 4-bit and binary GEMMs; "
+            f"{names}: C holds the accumulator, which is int32 for 4-bit and binary GEMMs; "
             f"use Precision({a.name!r}, {b.name!r}, 'int32')"
         )
-    pair = {a.name, b.name}
-    if not (pair <= _FOUR_BIT or pair <= _BINARY):
+
+
+def _check_packed_pair(ops: Mapping[str, Operator]) -> None:
+    found = _packed(ops)
+    if found is not None and _packed_pair(ops) is None:
+        a, b, _, names = found
         raise DescriptorError(
-            f"{what}: A and B must both be 4-bit (int4, uint4) or both binary; no tensor-core "
+            f"{names}: A and B must both be 4-bit (int4, uint4) or both binary; no tensor-core "
             f"instruction takes {a.name} x {b.name}. Unpack the packed side (blasdx.unpack) and "
             f"use an int8 GEMM"
         )
-    if c.name != "int32":
+
+
+def _check_packed_accumulator(ops: Mapping[str, Operator]) -> None:
+    found = _packed(ops)
+    if found is not None and not found[2].is_packed and found[2].name != "int32":
+        a, b, _, names = found
         raise DescriptorError(
-            f"{what}: 4-bit and binary tensor-core instructions accumulate into int32; "
+            f"{names}: 4-bit and binary tensor-core instructions accumulate into int32; "
             f"use Precision({a.name!r}, {b.name!r}, 'int32')"
         )
-    if is_complex_of(ops):
+
+
+def _check_packed_real(ops: Mapping[str, Operator]) -> None:
+    found = _packed(ops)
+    if found is not None and is_complex_of(ops):
         raise DescriptorError(
-            f"Type('complex') with {what}: 4-bit and binary GEMMs are real only; remove Type"
+            f"Type('complex') with {found[3]}: 4-bit and binary GEMMs are real only; remove Type"
         )
+
+
+def _check_packed_arrangement(ops: Mapping[str, Operator]) -> None:
+    found = _packed(ops)
     arr = arrangement_of(ops)
-    if (arr["a"], arr["b"]) != ("row_major", "col_major"):
+    if found is not None and (arr["a"], arr["b"]) != ("row_major", "col_major"):
+        a, b, _, names = found
         raise DescriptorError(
-            f"{what} needs row-major A and column-major B (given {arr['a']} A, {arr['b']} B): the "
+            f"{names} needs row-major A and column-major B (given {arr['a']} A, {arr['b']} B): the "
             f"tensor cores read packed operands along k, so k must be contiguous in both. Use "
             f"Arrangement('row_major', 'col_major', {arr['c']!r}) and pack A along its rows and B "
             f"along its columns: blasdx.pack(a, {a.name!r}, axis=-1), blasdx.pack(b, {b.name!r}, "
             f"axis=-2)"
         )
-    pack = a.pack
-    size = ops.get("Size")
-    if size is not None and size.k % pack:  # type: ignore[attr-defined]
+
+
+def _check_packed_k(ops: Mapping[str, Operator]) -> None:
+    pair, size = _packed_pair(ops), ops.get("Size")
+    if pair is None or size is None:
+        return
+    pack, k = pair[0].pack, size.k  # type: ignore[attr-defined]
+    if k % pack:
         kind = "a 4-bit" if pack == 2 else "a binary"
-        k = size.k  # type: ignore[attr-defined]
         raise DescriptorError(
             f"Size k={k} is not a multiple of {pack}: {kind} GEMM stores {pack} values of k per "
             f"{'byte' if pack == 2 else 'uint32'}; pad k with zeros to {-(-k // pack) * pack}"
             + (" (zero bits add nothing to an xor or and count)" if pack == 32 else "")
         )
-    if "LeadingDimension" in ops and size is not None:
-        ld = leading_dimension_of(ops)
-        for m in "ab":
-            if ld[m] % pack:
-                raise DescriptorError(
-                    f"LeadingDimension ld{m}={ld[m]} counts {a.name if m == 'a' else b.name} values "
-                    f"and must be a multiple of {pack}, the values per stored element; use "
-                    f"ld{m}={-(-ld[m] // pack) * pack}"
-                )
-    sm = ops.get("SM")
-    if sm is not None and sm.value < PACKED_MIN_SM:  # type: ignore[attr-defined]
+
+
+def _check_packed_leading_dimension(ops: Mapping[str, Operator]) -> None:
+    pair = _packed_pair(ops)
+    if pair is None or "LeadingDimension" not in ops or "Size" not in ops:
+        return
+    a, b, _ = pair
+    ld = leading_dimension_of(ops)
+    for m in "ab":
+        if ld[m] % a.pack:
+            raise DescriptorError(
+                f"LeadingDimension ld{m}={ld[m]} counts {a.name if m == 'a' else b.name} values "
+                f"and must be a multiple of {a.pack}, the values per stored element; use "
+                f"ld{m}={-(-ld[m] // a.pack) * a.pack}"
+            )
+
+
+def _check_packed_sm(ops: Mapping[str, Operator]) -> None:
+    found, sm = _packed(ops), ops.get("SM")
+    if found is not None and sm is not None and sm.value < PACKED_MIN_SM:  # type: ignore[attr-defined]
         raise UnsupportedError(
-            f"{what} needs the 4-bit/1-bit tensor-core instructions of SM 75 or newer, but the "
+            f"{found[3]} needs the 4-bit/1-bit tensor-core instructions of SM 75 or newer, but the "
             f"descriptor says {sm!r} and there is no FMA path for packed values; use SM(750) or newer, "
             f"or unpack to int8 (blasdx.unpack)"
         )
-    if (sm is not None and a.name == "binary" and bit_op is not None
-            and bit_op.value == "and" and sm.value < BIT_AND_MIN_SM):  # type: ignore[attr-defined]
+
+
+def _check_bit_and_sm(ops: Mapping[str, Operator]) -> None:
+    a, b, _, _ = _precisions(ops)
+    bit_op, sm = ops.get("BitOp"), ops.get("SM")
+    if (a.name == b.name == "binary" and bit_op is not None and bit_op.value == "and"  # type: ignore[attr-defined]
+            and sm is not None and sm.value < BIT_AND_MIN_SM):  # type: ignore[attr-defined]
         raise UnsupportedError(
             f"BitOp('and') needs SM 80 or newer (SM 75 has only xor.popc), but the descriptor says "
             f"{sm!r}; use SM(800) or newer, or BitOp('xor')"
@@ -212,3 +274,44 @@ def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
             f"{limit} bytes per block; use a smaller Size or precision, or a newer SM. "
             f"Details: A {parts['a']} B, B {parts['b']} B, C {parts['c']} B"
         )
+
+
+def _has(*kinds: str) -> Callable[[Mapping[str, Operator]], bool]:
+    return lambda ops: all(kind in ops for kind in kinds)
+
+
+def _never(ops: Mapping[str, Operator]) -> bool:
+    return False
+
+
+def _has_arrangement(ops: Mapping[str, Operator]) -> bool:
+    return "Arrangement" in ops or "TransposeMode" in ops
+
+
+# Each rule checks one thing, and says when it may run during composition: once every
+# operator it reads is present, so that no default (float32, real, the default arrangement,
+# tight leading dimensions, no Block()) decides it, and any order of composition meets the
+# same rules with the same operators. The rest run when the descriptor is used
+# (check(ops, complete=True)); BlockDim without Block() is only ever checked then.
+RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[str, Operator]], bool]], ...] = (
+    (_check_bit_op, _has("Precision")),
+    (_check_packed_c, _has("Precision")),
+    (_check_packed_pair, _has("Precision")),
+    (_check_packed_accumulator, _has("Precision")),
+    (_check_packed_real, _has("Precision", "Type")),
+    (_check_packed_arrangement, lambda ops: "Precision" in ops and _has_arrangement(ops)),
+    (_check_packed_k, _has("Precision", "Size")),
+    (_check_packed_leading_dimension, _has("Precision", "Size", "LeadingDimension")),
+    (_check_packed_sm, _has("Precision", "SM")),
+    (_check_bit_and_sm, _has("Precision", "BitOp", "SM")),
+    (_check_precision_kinds, _has("Precision")),
+    (_check_signed_accumulator, _has("Precision")),
+    (_check_accumulator_width, _has("Precision")),
+    (_check_complex_signed, _has("Precision", "Type")),
+    (_check_arrangement_transpose, _has("Arrangement", "TransposeMode")),
+    (_check_leading_dimension, lambda ops: _has("Size", "LeadingDimension")(ops) and _has_arrangement(ops)),
+    (_check_alignment, _has("Alignment", "Precision", "Type")),
+    (_check_block_dim, _never),
+    (_check_shared_memory, lambda ops: _has("Block", "Size", "SM", "Precision", "Type", "LeadingDimension")(ops)
+     and _has_arrangement(ops)),
+)
