@@ -28,6 +28,7 @@ from .codegen.naming import kernel_name
 from .compiler import (
     DEFAULT_CACHE,
     CompiledKernel,
+    check_arch,
     compile_source,
     header_identity,
     nvrtc_version,
@@ -110,6 +111,7 @@ def compile_for_arch(block: GemmPlan, arch: int, fusion: Fusion | None = None, *
     """Render and compile the batched kernel of ``block`` (with the hooks of ``fusion``) for
     ``arch`` (as 900). With the default cache, a kernel compiled before in this process is
     returned without rendering or hashing its source again."""
+    check_arch(arch)
     fusion = fusion or NO_FUSION  # None and NO_FUSION are the same kernel
     memo_key = (block, arch, fusion)
     if cache is None and memo_key in _compiled:

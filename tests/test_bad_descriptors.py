@@ -3,6 +3,7 @@ raises the named error with a message that says what to fix. Unit tier, no GPU."
 
 from __future__ import annotations
 
+import numpy as np
 import pydantic
 import pytest
 
@@ -10,12 +11,14 @@ import blasdx
 from blasdx import (
     SM,
     Alignment,
+    ArgumentError,
     Arrangement,
     Block,
     BlockDim,
     DescriptorError,
     IncompleteDescriptorError,
     LeadingDimension,
+    MaxAlignment,
     Precision,
     Size,
     TransposeMode,
@@ -106,6 +109,27 @@ CASES = [
     ("operator plus int", lambda: Size(8, 8, 8) + 3, TypeError, r"unsupported operand"),
     ("int plus operator", lambda: 3 + Size(8, 8, 8), TypeError, r"unsupported operand"),
     ("descriptor plus string", lambda: (Size(8, 8) + SM(800)) + "Block", TypeError, r"unsupported operand"),
+    ("operator class added", lambda: Size(8, 8, 8) + SM(900) + Block, DescriptorError,
+     r"cannot add the class Block: add an instance, Block\(\)"),
+    ("operator class first", lambda: Block + Size(8, 8, 8), DescriptorError, r"add an instance, Block\(\)"),
+    ("operator called", lambda: MaxAlignment(), DescriptorError,
+     r"Alignment\(16, 16, 16\) is an operator already, not a class; use it as it is"),
+    ("operator field assigned", lambda: setattr(Size(8, 8, 8), "m", 4), DescriptorError,
+     r"operators are immutable: cannot set Size.m"),
+    ("replace with an int", lambda: (Size(8, 8, 8) + SM(900)).replace(3), DescriptorError,
+     r"replace\(\) takes operators such as SM\(900\).*got 3"),
+    ("replace with a class", lambda: (Size(8, 8, 8) + SM(900)).replace(SM), DescriptorError,
+     r"add an instance, SM\(\.\.\.\)"),
+    ("arch as sm string", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch="sm_90"), UnsupportedError,
+     r"arch must be an SM number such as 800 or 900 \(an int\), got 'sm_90' \(did you mean arch=900\?\)"),
+    ("arch as string", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch="900"), UnsupportedError,
+     r"got '900' \(did you mean arch=900\?\)"),
+    ("arch as list", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=[900]), UnsupportedError,
+     r"got \[900\]"),
+    ("arch as compute capability", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=90), UnsupportedError,
+     r"got 90 \(did you mean arch=900\?\)"),
+    ("compile with a bias array", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=900, bias=np.zeros(8)),
+     ArgumentError, r"compile\(bias=\.\.\.\) says whether the kernel adds a bias: True or False, got ndarray"),
     # 11. incomplete descriptors
     ("trait without size", lambda: (Precision("float16") + SM(900)).size, IncompleteDescriptorError,
      r"size needs the Size operator, which this descriptor lacks; add it, for example \+ Size\(64, 64, 64\)"),

@@ -77,3 +77,9 @@ def test_c_that_requires_grad_is_refused_unless_grad_is_off():
     with torch.no_grad():
         F16.execute(a, b, leaf[1])
     assert _relative_error(leaf[1].detach(), a.double() @ b.double()) < 1e-3
+
+
+def test_torch_dtypes_name_precisions():
+    torch = pytest.importorskip("torch")
+    assert Precision(torch.float16, torch.bfloat16, torch.float32) == Precision("float16", "bfloat16", "float32")
+    assert Precision(torch.float8_e4m3fn).a == "float8_e4m3"

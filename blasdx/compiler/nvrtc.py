@@ -114,8 +114,14 @@ def header_identity() -> tuple[tuple[str, str], ...]:
 
 
 def check_arch(arch: int) -> None:
+    """``arch`` must be an SM number (900 for sm_90) that the installed NVRTC targets."""
     if isinstance(arch, bool) or not isinstance(arch, int) or arch < 100 or arch % 10:
-        raise UnsupportedError(f"arch must be an SM number such as 800 or 900, got {arch!r}")
+        hint = ""
+        if isinstance(arch, str) and arch.removeprefix("sm_").isdigit():
+            hint = f" (did you mean arch={int(arch.removeprefix('sm_')) * (10 if arch.startswith('sm_') else 1)}?)"
+        elif isinstance(arch, int) and not isinstance(arch, bool) and 10 <= arch < 100:
+            hint = f" (did you mean arch={arch * 10}?)"
+        raise UnsupportedError(f"arch must be an SM number such as 800 or 900 (an int), got {arch!r}{hint}")
     archs = supported_archs()
     if arch not in archs:
         major, minor = nvrtc_version()

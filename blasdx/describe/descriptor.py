@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..arch import Instruction, choose_instruction
-from ..errors import DescriptorError, IncompleteDescriptorError
+from ..errors import ArgumentError, DescriptorError, IncompleteDescriptorError
 from . import rules
 from .operators import OPERATOR_KINDS, SM, BitOp, Block, Function, Operator, Size, Type
 from .traits import (
@@ -65,6 +65,13 @@ class XYZ(NamedTuple):
 _pipeline_module: Any = None
 
 
+def _class_hint(value: object) -> str:
+    """'; add an instance, Block()' where ``value`` is an operator class rather than one."""
+    if isinstance(value, type) and issubclass(value, Operator):
+        return f"; add an instance, {value.__name__}(...)" if value.model_fields else f"; add an instance, {value.__name__}()"
+    return ""
+
+
 def _pipeline() -> Any:
     """blasdx.pipeline, imported once on first use (the seam: the pipeline imports the
     descriptor's package, so the descriptor cannot import it at module level)."""
@@ -93,6 +100,8 @@ class Descriptor:
     # --- composition ---------------------------------------------------------------------
 
     def __add__(self, other: object) -> Descriptor:
+        if isinstance(other, type) and issubclass(other, Operator):
+            raise DescriptorError(f"cannot add the class {other.__name__}: {_class_hint(other).strip(' ;')}")
         if isinstance(other, Operator):
             others = [other]
         elif isinstance(other, Descriptor):
@@ -110,6 +119,8 @@ class Descriptor:
         return Descriptor(ops)
 
     def __radd__(self, other: object) -> Descriptor:
+        if isinstance(other, type) and issubclass(other, Operator):
+            raise DescriptorError(f"cannot add the class {other.__name__}: {_class_hint(other).strip(' ;')}")
         if isinstance(other, Operator):
             return Descriptor.of(other) + self
         return NotImplemented
@@ -119,7 +130,8 @@ class Descriptor:
         ops = dict(self._ops)
         for op in operators:
             if not isinstance(op, Operator):
-                raise TypeError(f"replace() takes operators, got {op!r}")
+                raise DescriptorError(f"replace() takes operators such as SM(900) or Size(64, 64, 64), got {op!r}"
+                                      + _class_hint(op))
             ops[op.kind] = op
         return Descriptor(ops)
 
@@ -329,6 +341,9 @@ class Descriptor:
         """With ``arch``: compile for that SM (no GPU needed) and return the compiled
         artifact. Without: return the launchable kernel for the current device. The hooks
         (and ``bias=True``) select the fused kernel that execute() with them would run."""
+        if not isinstance(bias, bool):
+            raise ArgumentError(f"compile(bias=...) says whether the kernel adds a bias: True or False, got "
+                                f"{type(bias).__name__}; the bias array itself goes to execute(bias=...)")
         fusion = _pipeline().fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias)
         if arch is not None:
             return _pipeline().compile_for_arch(self.plan, arch, fusion)

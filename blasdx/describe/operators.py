@@ -63,9 +63,23 @@ class Operator(BaseModel):
         return Operator.composition.of(self) + other
 
     def __radd__(self, other: object):
+        if isinstance(other, type) and issubclass(other, Operator):  # Block + Size(...): the class, not Block()
+            return Operator.composition.of(self).__radd__(other)
         if not isinstance(other, (Operator, Operator.composition)):
             return NotImplemented
         return Operator.composition.of(other) + self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise DescriptorError(
+            f"{self!r} is an operator already, not a class; use it as it is (for example + MaxAlignment), "
+            f"without ()"
+        )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise DescriptorError(
+            f"operators are immutable: cannot set {type(self).__name__}.{name}; make a new one, for example "
+            f"descriptor.replace({type(self).__name__}(...))"
+        )
 
 
 def _describe(cls_name: str, exc: ValidationError) -> str:

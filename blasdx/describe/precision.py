@@ -61,7 +61,9 @@ _TABLE = [
 ]
 
 PRECISIONS: dict[str, PrecisionInfo] = {p.name: p for p in _TABLE}
-ALIASES: dict[str, str] = {"half": "float16"}
+# Names users type for a precision; the repr shows the canonical name.
+ALIASES: dict[str, str] = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "tf32": "tfloat32",
+                           "fp32": "float32", "fp64": "float64", "float8_e4m3fn": "float8_e4m3"}
 
 # NumPy / ml_dtypes dtype names that map to a precision (ml_dtypes names its
 # e4m3 type "float8_e4m3fn").
@@ -81,6 +83,8 @@ def normalize_precision(value: object) -> str:
             f"unknown precision {value!r}; use one of {sorted(PRECISIONS)} "
             f"(complex data is Type('complex') with a real precision)"
         )
+    if type(value).__module__ == "torch":  # a torch.dtype: torch.float16, torch.float8_e4m3fn...
+        return normalize_precision(str(value).removeprefix("torch."))
     try:
         dtype = np.dtype(value)  # type: ignore[call-overload]
     except TypeError:
