@@ -31,6 +31,9 @@ def test_wheel_ships_the_templates(tmp_path):
     from blasdx import __version__
 
     assert wheel.name.startswith(f"blasdx-{__version__}-"), wheel.name
+    assert any(name.endswith("LICENSE") and ".dist-info/" in name for name in names), names
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Requires-Dist: numpy>=2.0" in metadata and "Classifier: License :: OSI Approved" in metadata
 
 
 def test_demo_runs_and_says_what_it_skipped():
