@@ -315,22 +315,32 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
 
   if (all_ldmatrix) {
     // Every fragment by ldmatrix, software-pipelined: the fragments of step s + 1 load while
-    // the instructions of step s run (ldmatrix and mma are volatile asm, kept in this order).
+    // the instructions of step s run, spread among them (each pair of B fragments just
+    // before the instructions of step s that use the same columns), so that neither the
+    // loads nor the tensor cores wait in bursts. ldmatrix and mma are volatile asm: they
+    // issue in this order.
     frag_t fa[2][pm][a_regs], fb[2][pn][b_regs];
-    auto load_step = [&](int buffer, int k0) {
+    constexpr int steps = k / ik;
 #pragma unroll
-      for (int i = 0; i < pm; ++i) ldmatrix_a(fa[buffer][i], sa, m0 + i * im, k0, lane);
+    for (int i = 0; i < pm; ++i) ldmatrix_a(fa[0][i], sa, m0 + i * im, 0, lane);
 #pragma unroll
-      for (int j = 0; j < pn; j += 2) ldmatrix_b2(fb[buffer][j], fb[buffer][j + 1], sb, k0, n0 + j * in_, lane);
-    };
-    load_step(0, 0);
+    for (int j = 0; j < pn; j += 2) ldmatrix_b2(fb[0][j], fb[0][j + 1], sb, 0, n0 + j * in_, lane);
 #pragma unroll
-    for (int s = 0; s < k / ik; ++s) {
-      if (s + 1 < k / ik) load_step((s + 1) & 1, (s + 1) * ik);
+    for (int s = 0; s < steps; ++s) {
+      const int cur = s & 1, next = cur ^ 1;
+      if (s + 1 < steps) {
 #pragma unroll
-      for (int i = 0; i < pm; ++i)
+        for (int i = 0; i < pm; ++i) ldmatrix_a(fa[next][i], sa, m0 + i * im, (s + 1) * ik, lane);
+      }
 #pragma unroll
-        for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[s & 1][i], fb[s & 1][j]);
+      for (int j = 0; j < pn; j += 2) {
+        if (s + 1 < steps) ldmatrix_b2(fb[next][j], fb[next][j + 1], sb, (s + 1) * ik, n0 + j * in_, lane);
+#pragma unroll
+        for (int i = 0; i < pm; ++i) {
+          mma(acc[i][j], fa[cur][i], fb[cur][j]);
+          mma(acc[i][j + 1], fa[cur][i], fb[cur][j + 1]);
+        }
+      }
     }
     return;
   }
