@@ -6,6 +6,8 @@ operator or argument, the value received, the rule, and a fix.
 
 from __future__ import annotations
 
+import re
+
 
 class BlasdxError(Exception):
     """Base class of every error blasdx raises on purpose."""
@@ -51,5 +53,24 @@ class CompileError(BlasdxError, RuntimeError):
     def __str__(self) -> str:
         text = super().__str__()
         if self.log:
-            text += f"\nDetails: kernel {self.kernel_name!r}, options {list(self.options)}\n{self.log.strip()}"
+            errors = condensed_log(self.log)
+            text += (f"\nDetails: kernel {self.kernel_name!r}; NVRTC's errors (all of its log is in .log, the "
+                     f"numbered source in .numbered_source()):\n" + "\n".join(errors))
         return text
+
+
+def condensed_log(log: str, limit: int = 8) -> list[str]:
+    """NVRTC's error lines, each followed by the source line and caret it prints, at most
+    ``limit`` lines: no warnings and no template instantiation chains."""
+    lines = log.splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if len(out) >= limit:
+            break
+        if line[:1].isspace() or not re.search(r"\berror:", line):
+            continue
+        out.append(line.strip())
+        for follow in lines[i + 1:i + 3]:  # NVRTC indents the source line and the caret under it
+            if follow[:1].isspace() and follow.strip() and not follow.strip().startswith("detected during"):
+                out.append(follow.rstrip())
+    return out[:limit]

@@ -102,6 +102,19 @@ def test_an_expression_that_does_not_compile_names_the_expression():
         compile_for_arch(F16.plan, 900, fusion_for(F16, epilogue="x ** 2"))
 
 
+def test_a_one_token_typo_reads_in_a_few_lines():
+    """The user's hook and NVRTC's error with its source line first; no template chains, no
+    warnings; the whole log stays on the exception."""
+    with pytest.raises(CompileError) as info:
+        F16.compile(arch=900, epilogue="x > 0 ? x : T(0.01) * y")
+    text = str(info.value)
+    assert len(text.splitlines()) <= 10, text
+    first = text.splitlines()[0]
+    assert "c_store='x > 0 ? x : T(0.01) * y' did not compile" in first and 'identifier "y" is undefined' in first
+    assert "T(0.01) * y);" in text and "instantiation of" not in text and "warning" not in text
+    assert "instantiation of" in info.value.log
+
+
 def test_hook_repr_reads_back():
     assert repr(blasdx.scale(2)) == "blasdx.scale(2.0)"
     assert repr(blasdx.expression("x * 2")) == "blasdx.expression('x * 2')"
