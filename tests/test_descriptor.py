@@ -311,3 +311,16 @@ def test_dtypes_of_numpy_ml_dtypes_and_torch_name_precisions():
     unknown.name = "torch.complex32"
     with pytest.raises(blasdx.DescriptorError, match="unknown precision 'complex32'"):
         Precision(unknown)
+
+
+def test_explain_describes_the_kernel_execute_launches():
+    from blasdx.plan import kernel_plan, with_alignment
+
+    desc = Size(32, 32, 32) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
+    text = desc.explain()
+    launched = kernel_plan(with_alignment(desc.plan, (16, 16, 16)))
+    assert f"launches {launched.kernel_name}:" in text
+    assert "32 threads a block, one block per batch item" in text
+    assert "A 16 bytes at a time (cp.async), B 16 bytes at a time (cp.async)" in text
+    assert "C read into and written from registers by each thread" in text  # 16-byte pairs once aligned
+    assert "warp tiling: 1 warp;" in text and "1 tile over 1 warp" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from .block import with_alignment
 from .kernel import kernel_plan
 
 if TYPE_CHECKING:
@@ -28,9 +29,9 @@ def explain(desc: Descriptor) -> str:
         pad = (f"; edges padded with zeros to {math.ceil(m / i.m) * i.m}x{math.ceil(n / i.n) * i.n}"
                f"x{math.ceil(k / i.k) * i.k}") if (m % i.m or n % i.n or k % i.k) else ""
         lines.append(
-            f"warp tiling: {p.warps} warps; each pass computes a {p.tile_m}x{p.tile_n} tile of C "
+            f"warp tiling: {_count(p.warps, 'warp')}; each pass computes a {p.tile_m}x{p.tile_n} tile of C "
             f"({p.tile_m // i.m}x{p.tile_n // i.n} instruction tiles of {i.m}x{i.n}x{i.k}, "
-            f"A/B fragments reused across it); {p.tiles} tiles over {p.warps} warps{pad}"
+            f"A/B fragments reused across it); {_count(p.tiles, 'tile')} over {_count(p.warps, 'warp')}{pad}"
         )
     else:
         groups = "".join(
@@ -57,16 +58,27 @@ def explain(desc: Descriptor) -> str:
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
         )
     lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
-    k = kernel_plan(p)
+    k = kernel_plan(with_alignment(p, (16, 16, 16)))
     in_smem = (k.a, k.b) if k.c_in_registers else (k.a, k.b, k.c)
     lds = ", ".join(f"{x.name.upper()} {x.smem_ld}" for x in in_smem)
     padded = any(x.smem_ld != x.ld for x in in_smem)
+    copies = ", ".join(f"{x.name.upper()} {x.vector_bytes} bytes at a time"
+                       + (" (cp.async)" if k.use_cp_async and x.vector_bytes >= 4 else "")
+                       for x in in_smem)
+    lines.append(f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches "
+                 f"{k.kernel_name}:")
+    lines.append(f"  {k.threads} threads a block, one block per batch item, at most as many blocks as the GPU "
+                 f"runs at once (each loops over the items)")
+    lines.append(f"  copies to shared memory: {copies}; shared-memory leading dimensions {lds}"
+                 + (" (padded against bank conflicts)" if padded else ""))
     lines.append(
-        f"execute(): shared-memory leading dimensions {lds}"
-        + (" (padded against bank conflicts)" if padded else "") + "; "
-        + ("C read into and written from registers by each thread, not staged in shared memory; "
-           if k.c_in_registers else "")
-        + ("two items in flight per block (the next item's copies overlap this GEMM)"
-           if k.pipeline_stages == 2 else "one item at a time per block")
+        "  " + ("C read into and written from registers by each thread, not staged in shared memory"
+                if k.c_in_registers else "C staged in shared memory and copied back")
+        + "; " + ("two items in flight per block (the next item's copies overlap this GEMM)"
+                  if k.pipeline_stages == 2 else "one item at a time per block")
         + f"; {k.kernel_shared_memory_size} bytes of shared memory")
     return "\n".join(lines)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
