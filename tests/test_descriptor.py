@@ -144,8 +144,11 @@ def test_suggested_leading_dimension_pads_against_bank_conflicts():
 
 def test_suggested_block_dim_formula():
     tc = Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(900) + Block()
-    assert tc.suggested_block_dim == (128, 1, 1)  # 4096 outputs / 32 per thread
-    assert tc.block_dim == tc.suggested_block_dim and tc.max_threads_per_block == 128
+    assert tc.suggested_block_dim == (64, 1, 1)  # 4096 outputs / 64 per thread (16-bit, ldmatrix)
+    assert tc.block_dim == tc.suggested_block_dim and tc.max_threads_per_block == 64
+    assert (tc.plan.tile_m, tc.plan.tile_n) == (64, 32)  # one 64x32 tile per warp
+    assert (Size(64, 64, 64) + Precision("tfloat32", "tfloat32", "float32") + SM(900)).suggested_block_dim == (128, 1, 1)
+    assert (Size(64, 64, 64) + Precision("int8", "int8", "int32") + SM(900)).suggested_block_dim == (128, 1, 1)
     assert (Size(128, 128, 64) + Precision("float16") + SM(900)).suggested_block_dim == (256, 1, 1)  # capped
     assert (Size(8, 8, 8) + SM(900)).suggested_block_dim == (32, 1, 1)  # at least a warp
     fma = Size(64, 64, 64) + Precision("float32") + SM(900)

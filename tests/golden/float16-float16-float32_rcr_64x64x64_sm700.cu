@@ -1,7 +1,7 @@
-// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_50ac4bf2
-//   64x64x64, mma_f16, 128 threads
+// blasdx block GEMM blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t64_2b1a221a
+//   64x64x64, mma_f16, 64 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
-// shared memory, computed by the first 128 threads of the block (in thread-rank
+// shared memory, computed by the first 64 threads of the block (in thread-rank
 // order); every thread of the block must call execute(). beta == 0 ignores C; alpha == 0
 // ignores A and B. The hooks are optional functors: a_load/b_load take and return the
 // element in blasdx::compute<a_t/b_t>::type (float for 16- and 8-bit floats), c_load and
@@ -17,8 +17,8 @@ using acc_t = float;  // accumulator
 constexpr int m = 64, n = 64, k = 64;
 constexpr int lda = 72, ldb = 72, ldc = 68;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
-constexpr unsigned block_dim_x = 128, block_dim_y = 1, block_dim_z = 1;
-constexpr int threads = 128;
+constexpr unsigned block_dim_x = 64, block_dim_y = 1, block_dim_z = 1;
+constexpr int threads = 64;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
 constexpr unsigned shared_memory_size = 35840;
 constexpr unsigned a_offset = 0, b_offset = 9216, c_offset = 18432;
@@ -103,12 +103,12 @@ __device__ __forceinline__ void update_c(c_t* c, Index ld, int r, int col, const
 }
 
 // Tensor cores: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
-// Each warp computes 32x32 tiles of C (2x4 instructions of 16x8x16),
+// Each warp computes 64x32 tiles of C (4x4 instructions of 16x8x16),
 // loading A and B fragments from shared memory (zero outside m, n, k) and reusing them.
-constexpr int warps = 4;
+constexpr int warps = 2;
 constexpr int im = 16, in_ = 8, ik = 16;
-constexpr int pm = 2, pn = 4;
-constexpr int tile_m = 32, tile_n = 32, tiles_n = 2, tiles = 4;
+constexpr int pm = 4, pn = 4;
+constexpr int tile_m = 64, tile_n = 32, tiles_n = 2, tiles = 2;
 using frag_t = unsigned;
 using mma_acc_t = float;
 constexpr int a_regs = 4, b_regs = 2, c_vals = 4;
@@ -410,11 +410,11 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
 // C may be in shared or global memory (row_major, leading dimension ldc). Who owns what:
-// warp w of the first 4 takes tiles w, w + 4, ... of 32x32 outputs
-// (4 in all), and each of its lanes holds 32 values of a tile, the mma fragment
+// warp w of the first 2 takes tiles w, w + 2, ... of 64x32 outputs
+// (2 in all), and each of its lanes holds 64 values of a tile, the mma fragment
 // layout: rows g = lane / 4 (+ 8) and columns 2 * (lane % 4) (+ 1) of each 16x8 piece.
 // A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
-// goes in C. Values outside m x n, and all values of threads past the first 4 warps, are not
+// goes in C. Values outside m x n, and all values of threads past the first 2 warps, are not
 // part of C: acc.in_bounds(i) is false for them, load leaves them zero, store skips them.
 // multiply, load and store do not synchronize: call __syncthreads() before other threads read
 // what store wrote to shared memory, or before A and B in shared memory are overwritten.
@@ -488,7 +488,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t128_50ac4bf2(
+extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t64_2b1a221a(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
