@@ -14,7 +14,7 @@ import numpy as np
 from _support import GPU, check, skip_run, target_sm
 
 import blasdx
-from blasdx import SM, Arrangement, Block, Precision, Size
+from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size
 
 SEQ, DIM = 64, 64
 
@@ -61,10 +61,11 @@ extern "C" __global__ void attention(const __half* q, const __half* k, const __h
 
 
 def descriptors():
+    # 128 threads: two GEMMs, a softmax and the copies share a block (see chained_gemm.py).
     scores = Size(SEQ, SEQ, DIM) + Precision("float16", "float16", "float32") \
-        + Arrangement("row_major", "col_major", "row_major") + SM(800) + Block()
+        + Arrangement("row_major", "col_major", "row_major") + SM(800) + Block() + BlockDim(128)
     output = Size(SEQ, DIM, SEQ) + Precision("float16", "float16", "float32") \
-        + Arrangement("row_major", "row_major", "row_major") + SM(800) + Block()
+        + Arrangement("row_major", "row_major", "row_major") + SM(800) + Block() + BlockDim(128)
     return scores, output
 
 
