@@ -196,8 +196,9 @@ BOUND_LAUNCHES = BoundLaunches()
 def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
             fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
     """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
-    CuPy operands (and bias) seen before with the same signature skip the checks but for
-    overlap."""
+    CuPy arrays or PyTorch tensors (and bias) seen before with the same signature skip the
+    checks but for overlap. PyTorch tensors run on PyTorch's current stream where ``stream``
+    is None; everything else on CuPy's."""
     cupy = cupy_module()
     tensor = torch_tensor_type()
     on_torch = tensor is not None and isinstance(c, tensor)  # then PyTorch's stream where none is given
