@@ -25,7 +25,7 @@ def test_wheel_ships_the_templates(tmp_path):
     for template in templates:
         assert f"blasdx/{template}" in names, names
     modules = [p.relative_to(ROOT).as_posix() for p in (ROOT / "blasdx").rglob("*.py")]
-    assert "blasdx/plan/kernel.py" in modules
+    assert "blasdx/plan/kernel.py" in modules and "blasdx/py.typed" in names
     for module in modules:
         assert module in names, names
     from blasdx import __version__
@@ -49,3 +49,23 @@ def test_example_runs(script):
     out = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True, cwd=ROOT,
                          env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+README_EXAMPLE = """
+import cupy, numpy as np
+from blasdx import SM, Arrangement, Block, Precision, Size
+
+GEMM = (Size(64, 64, 64) + Precision("float16", "float16", "float32")
+        + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block())
+print(GEMM.explain())
+c = cupy.empty((1000, 64, 64), dtype=np.float32)
+"""
+
+
+def test_the_readme_example_type_checks(tmp_path):
+    """Operators take positional arguments for type checkers too (blasdx ships py.typed)."""
+    api = pytest.importorskip("mypy.api")
+    example = tmp_path / "readme_example.py"
+    example.write_text(README_EXAMPLE)
+    out, err, status = api.run([str(example), "--ignore-missing-imports", "--no-incremental"])
+    assert status == 0, out + err

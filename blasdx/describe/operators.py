@@ -12,7 +12,7 @@ rules import them): :mod:`blasdx.describe.descriptor` registers itself as
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -113,6 +113,9 @@ class Size(Operator):
     """Size(m, n, k=1): C is m x n, the inner dimension is k."""
 
     kind: ClassVar[str] = "Size"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, m: int, n: int, k: int = 1) -> None: ...
     m: int
     n: int
     k: int = 1
@@ -130,6 +133,9 @@ class Precision(Operator):
     """Precision(a, b=a, c=a): the real precision of A, B and C (names or dtypes)."""
 
     kind: ClassVar[str] = "Precision"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, a: object = "float32", b: object = None, c: object = None) -> None: ...
     a: str = "float32"
     b: str | None = None
     c: str | None = None
@@ -150,6 +156,9 @@ class Type(Operator):
     """Type('real' | 'complex')."""
 
     kind: ClassVar[str] = "Type"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, value: str = "real") -> None: ...
     value: str = "real"
 
     @field_validator("value", mode="before")
@@ -164,6 +173,9 @@ class Function(Operator):
     """Function('MM'): the only function is the matrix multiply."""
 
     kind: ClassVar[str] = "Function"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, value: str = "MM") -> None: ...
     value: str = "MM"
 
     @field_validator("value", mode="before")
@@ -182,6 +194,9 @@ class BitOp(Operator):
     """
 
     kind: ClassVar[str] = "BitOp"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, value: str = "xor") -> None: ...
     value: str = "xor"
 
     @field_validator("value", mode="before")
@@ -205,6 +220,9 @@ class Arrangement(Operator):
     """Arrangement(a, b='col_major', c='col_major'): memory order of each matrix."""
 
     kind: ClassVar[str] = "Arrangement"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, a: str = "row_major", b: str = "col_major", c: str = "col_major") -> None: ...
     a: str = "row_major"
     b: str = "col_major"
     c: str = "col_major"
@@ -222,6 +240,9 @@ class TransposeMode(Operator):
     """
 
     kind: ClassVar[str] = "TransposeMode"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, a: str, b: str) -> None: ...
     a: str
     b: str
 
@@ -245,6 +266,9 @@ class LeadingDimension(Operator):
     """LeadingDimension(lda, ldb, ldc) in elements (in values for packed int4 and binary)."""
 
     kind: ClassVar[str] = "LeadingDimension"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, a: int, b: int, c: int) -> None: ...
     a: int
     b: int
     c: int
@@ -262,6 +286,9 @@ class Alignment(Operator):
     """Alignment(a, b, c): guaranteed byte alignment of the A, B and C pointers."""
 
     kind: ClassVar[str] = "Alignment"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, a: int, b: int, c: int) -> None: ...
     a: int
     b: int
     c: int
@@ -284,6 +311,9 @@ class SM(Operator):
     """SM(cc): the architecture whose algorithm to use, as 700, 800, 900..."""
 
     kind: ClassVar[str] = "SM"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, value: int) -> None: ...
     value: int
 
     @field_validator("value", mode="before")
@@ -308,6 +338,9 @@ class BlockDim(Operator):
     """BlockDim(x, y=1, z=1): the threads of the block that run the GEMM."""
 
     kind: ClassVar[str] = "BlockDim"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, x: int, y: int = 1, z: int = 1) -> None: ...
     x: int
     y: int = 1
     z: int = 1
