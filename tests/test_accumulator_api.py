@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from blasdx import SM, Arrangement, Block, Precision, Size, Type, compile_kernel
+from blasdx import SM, Arrangement, Block, Precision, Size, compile_kernel
 from blasdx.compiler import supported_archs
+
+from .test_compile import _spec_id, describe
 
 pytestmark = pytest.mark.compile
 
-LAYOUT = {"r": "row_major", "c": "col_major"}
 SPECS = [  # precisions, complex, arrangement, size, SM
     (("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 800),
     (("float16", "float16", "float16"), False, "ccc", (30, 31, 33), 750),
@@ -86,23 +87,13 @@ def chained_descriptors():
     return first, first.replace(Size(64, 32, 64))
 
 
-def _describe(prec, cx, arr, size, sm):
-    desc = Size(*size) + Precision(*prec) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(sm) + Block()
-    return desc + Type("complex") if cx else desc
-
-
-def _id(spec):
-    prec, cx, arr, size, sm = spec
-    return f"{'c' if cx else ''}{'-'.join(prec)}_{arr}_{'x'.join(map(str, size))}_sm{sm}"
-
-
 ARCHS = [a for a in (750, 800, 900) if a in supported_archs()]
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("spec", SPECS, ids=_id)
+@pytest.mark.parametrize("spec", SPECS, ids=_spec_id)
 def test_the_accumulator_api_compiles(spec, arch):
-    desc = _describe(*spec)
+    desc = describe(*spec)
     if desc.sm > arch:
         pytest.skip(f"SM({desc.sm}) algorithm needs arch >= {desc.sm}")
     kernel = compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop", sm=arch)
@@ -116,10 +107,10 @@ def test_two_descriptors_chain_through_the_accumulator_api():
 
 
 def test_device_source_documents_who_owns_what():
-    text = _describe(*SPECS[0]).device_source("gemm")
+    text = describe(*SPECS[0]).device_source("gemm")
     for name in ("struct accumulator", "make_accumulator()", "void multiply(", "void load(", "void store(",
                  "int row(int i)", "int col(int i)", "bool in_bounds(int i)", "static constexpr int size",
                  "rows g = lane / 4", "load_a(const a_t* global, long long ld, a_t* shared)"):
         assert name in text, name
-    fma = _describe(*SPECS[9]).device_source("gemm")
+    fma = describe(*SPECS[9]).device_source("gemm")
     assert "thread t of the first 128 takes micro-tiles t, t + 128" in fma
