@@ -1,5 +1,6 @@
-"""PyTorch tensors on a GPU: the bound-launch fast path, PyTorch's current stream, and C
-tensors that require grad. Marked ``gpu``; skipped without PyTorch."""
+"""PyTorch tensors on a GPU: the bound-launch fast path, PyTorch's current stream, C tensors
+that require grad, and execute() captured in CUDA graphs (PyTorch's and CuPy's). Marked
+``gpu``; the PyTorch tests skip without PyTorch."""
 
 from __future__ import annotations
 
@@ -83,3 +84,47 @@ def test_torch_dtypes_name_precisions():
     torch = pytest.importorskip("torch")
     assert Precision(torch.float16, torch.bfloat16, torch.float32) == Precision("float16", "bfloat16", "float32")
     assert Precision(torch.float8_e4m3fn).a == "float8_e4m3"
+
+
+def test_execute_is_captured_by_a_torch_cuda_graph_and_replays():
+    """After one call (compile, load and bind happen outside capture), execute() inside
+    torch.cuda.graph records its launch; each replay recomputes C from the current A."""
+    torch = pytest.importorskip("torch")
+    a = torch.randn(16, 32, 32, device="cuda").half()
+    b = torch.randn(16, 32, 32, device="cuda").half()
+    c = torch.zeros(16, 32, 32, device="cuda")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        F16.execute(a, b, c)  # warm up on the capturing stream
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        F16.execute(a, b, c)
+    for _ in range(2):
+        a.copy_(torch.randn_like(a))
+        c.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _relative_error(c, a.double() @ b.double()) < 1e-3
+
+
+def test_execute_is_captured_by_a_cupy_stream_graph_and_replays():
+    import cupy
+    import numpy as np
+
+    a = cupy.random.standard_normal((16, 32, 32), dtype=np.float32).astype(np.float16)
+    b = cupy.random.standard_normal((16, 32, 32), dtype=np.float32).astype(np.float16)
+    c = cupy.zeros((16, 32, 32), dtype=np.float32)
+    F16.execute(a, b, c)  # compile, load and bind outside capture
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        F16.execute(a, b, c)
+        graph = stream.end_capture()
+    for _ in range(2):
+        a[...] = cupy.random.standard_normal(a.shape, dtype=np.float32).astype(np.float16)
+        c.fill(np.nan)
+        graph.launch(stream)
+        stream.synchronize()
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        assert float(cupy.linalg.norm(c - ref) / cupy.linalg.norm(ref)) < 1e-3
