@@ -11,6 +11,7 @@ from bench_gpu import per_call, tiny_case
 
 from blasdx import pipeline
 from blasdx.codegen.hooks import NO_FUSION
+from blasdx.runtime.launch import launch_signature
 
 
 def main() -> None:
@@ -19,7 +20,7 @@ def main() -> None:
     kernel = desc.compile()
     fusion = NO_FUSION
     launches = pipeline.BOUND_LAUNCHES
-    key = launches.key(cupy.ndarray, plan, fusion, a, b, c)
+    key = launch_signature(cupy.ndarray, None, plan, fusion, a, b, c, None).key
     bound = launches.get(key)
     stream = cupy.cuda.get_current_stream()
     args = (np.uint64(a.data.ptr), np.uint64(b.data.ptr), np.uint64(c.data.ptr), np.float32(1), np.float32(0),
@@ -36,8 +37,8 @@ def main() -> None:
         "bare launch, arrays": lambda: kernel.function(
             (2, 1, 1), kernel.compiled.block_dim, (a, b, c, np.float32(1), np.float32(0), *bound.batch_args),
             shared_mem=kernel.compiled.shared_memory_size, stream=stream),
-        "launch key": lambda: launches.key(cupy.ndarray, plan, fusion, a, b, c),
-        "key + lookup": lambda: launches.get(launches.key(cupy.ndarray, plan, fusion, a, b, c)),
+        "launch signature": lambda: launch_signature(cupy.ndarray, None, plan, fusion, a, b, c, None),
+        "signature + lookup": lambda: launches.get(launch_signature(cupy.ndarray, None, plan, fusion, a, b, c, None).key),
         "getDevice": lambda: cupy.cuda.runtime.getDevice(),
         "get_current_stream": lambda: cupy.cuda.get_current_stream(),
         "3 uint64 + 2 float32": lambda: (np.uint64(1), np.uint64(2), np.uint64(3), np.float32(1.0), np.float32(0.0)),

@@ -116,8 +116,10 @@ FMA = Instruction("fma", 1, 1, 1, "", 0, scope="thread", a_regs=0, b_regs=0, c_v
 # SM 90 has no 4-bit tensor-core path of its own (mma .s4/.u4 runs several times slower than
 # int8 there): 4-bit fragments are widened to bytes and multiplied with int8 mma.
 WIDEN_4BIT_MIN_ARCH = 900
-# The float16 tensor-core path compiles from SM 75 (m16n8k8 twice); SM 70's mma shapes differ.
-F16_MIN_COMPILE_ARCH = 750
+# ldmatrix and the smaller mma forms (Instruction.ptx_sm75) compile from sm_75; so does the
+# float16 tensor-core path (m16n8k8 twice), as SM 70's mma shapes differ.
+SM75_FORMS_MIN_ARCH = 750
+F16_MIN_COMPILE_ARCH = SM75_FORMS_MIN_ARCH
 
 _FLOAT_ACC = ("float16", "float32")
 

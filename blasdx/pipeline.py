@@ -57,7 +57,7 @@ from .runtime.device import (
     stream_of,
     torch_stream,
 )
-from .runtime.launch import BoundLaunches, Kernel, bind
+from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature
 from .version import __version__
 
 # --- describe -> plan ---------------------------------------------------------------------
@@ -204,17 +204,17 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
     on_torch = tensor is not None and isinstance(c, tensor)  # then PyTorch's stream where none is given
     if on_torch:
         check_torch_output(c)
-    fast = BOUND_LAUNCHES.lookup(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
-    if fast is not None and cupy.cuda.runtime.getDevice() == fast.bound.kernel.device_id:
-        if fast.bound.overlaps(*fast.pointers):
+    signature = launch_signature(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
+    bound = BOUND_LAUNCHES.get(signature.key) if signature is not None else None
+    if bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
+        if bound.overlaps(*signature.pointers):
             _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...
             bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
-        if fast.bound.grid:
+        if bound.grid:
             s = torch_stream(c) if stream is None and on_torch else stream_of(stream)
-            fast.bound.launch(*fast.operands[:3], fast.bound.scalar(alpha, block, "alpha"),
-                              fast.bound.scalar(beta, block, "beta"), s, fast.operands[3])
+            oa, ob, oc, obias = signature.operands
+            bound.launch(oa, ob, oc, bound.scalar(alpha, block, "alpha"), bound.scalar(beta, block, "beta"), s, obias)
         return c
-    key = BOUND_LAUNCHES.key_of(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
     va, vb, vc = check_operands(block, a, b, c)
     values: dict[str, Any] = {"a": np.uint64(va.ptr), "b": np.uint64(vb.ptr), "c": np.uint64(vc.ptr),
                               "alpha": scalar(alpha, block, "alpha"), "beta": scalar(beta, block, "beta")}
@@ -226,7 +226,8 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
     with cupy.cuda.Device(vc.device_id):
         aligned = with_alignment(block, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
         bound = bind(kernel(aligned, fusion, vc.device_id), aligned, va, vb, vc, bv)
-        BOUND_LAUNCHES.put(key, bound)
+        if signature is not None:
+            BOUND_LAUNCHES.put(signature.key, bound)
         if bound.grid:
             values.update(zip((p.name for p in BATCH_PARAMETERS), bound.batch_args))
             values.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bound.bias_strides))

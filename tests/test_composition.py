@@ -46,7 +46,7 @@ def compose(ops):
 def test_reported_orders_compose(ops):
     forward, backward = compose(ops), compose(ops[::-1])
     assert forward == backward
-    assert forward.leading_dimension if "Size" in repr(forward) else True  # the rules hold once complete
+    assert forward.alignment == backward.alignment  # reading a trait runs every rule with defaults: they hold
 
 
 def test_descriptors_add_to_descriptors():

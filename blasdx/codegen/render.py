@@ -14,7 +14,7 @@ from pathlib import Path
 import jinja2
 
 from .. import settings
-from ..arch import MMA_I8, WIDEN_4BIT_MIN_ARCH
+from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..plan import GemmPlan, MatrixPlan
 from ..plan.kernel import kernel_parameters
 from .hooks import NO_FUSION, Fusion
@@ -105,6 +105,7 @@ def _context(plan: GemmPlan, name: str) -> dict:
             fragments=instr.fragments,
             ptx_arch=instr.ptx_arch or instr.min_sm,
             ptx_sm75=instr.spelled(a, b, plan.bit_op, instr.ptx_sm75) if instr.ptx_sm75 else "",
+            sm75_arch=SM75_FORMS_MIN_ARCH,
         )
         ctx["k_steps"] = -(-plan.k // instr.k)  # instructions along k
         if instr.packed:

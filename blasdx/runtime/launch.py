@@ -50,14 +50,10 @@ class Kernel:
 _MAX_SCALARS = 64
 
 
-def _tensor_pointers(a: Any, b: Any, c: Any, bias: Any) -> tuple[int, int, int, int]:
-    return a.data_ptr(), b.data_ptr(), c.data_ptr(), 0 if bias is None else bias.data_ptr()
-
-
 @dataclass(frozen=True)
 class BoundLaunch:
     """A launch whose operands were fully checked once: the kernel, grid and strides that
-    every later call with the same array signature reuses (see ``BoundLaunches.key``)."""
+    every later call with the same launch signature reuses (see ``launch_signature``)."""
 
     kernel: Kernel
     grid: int
@@ -113,84 +109,58 @@ def bind(kernel: Kernel, plan: GemmPlan, va: MatrixView, vb: MatrixView, vc: Mat
                        real_scalar=real)
 
 
-class FastLaunch(NamedTuple):
-    """A bound launch found for this call's operands: their data pointers (A, B, C, bias; 0
-    for no bias) and what the kernel call takes for them (CuPy arrays as themselves, PyTorch
-    tensors as their pointers)."""
+class LaunchSignature(NamedTuple):
+    """What a call's operands look like to the bound launches: ``key``, everything their
+    checks depend on but the pointers' high bits (equal keys pass or fail the checks alike);
+    their data pointers (A, B, C, bias; 0 for no bias); and what the kernel call takes for
+    them (CuPy arrays as themselves, PyTorch tensors as their pointers)."""
 
-    bound: BoundLaunch
+    key: tuple
     pointers: tuple[int, int, int, int]
     operands: tuple
 
 
+def launch_signature(ndarray: type, tensor: type | None, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
+                     bias: Any) -> LaunchSignature | None:
+    """The signature of CuPy operands, or of PyTorch ones where ``tensor`` is torch.Tensor
+    (C being one); None for other kinds or a mix."""
+    if tensor is None:
+        if type(a) is not ndarray or type(b) is not ndarray or type(c) is not ndarray or (
+                bias is not None and type(bias) is not ndarray):
+            return None
+        da, db, dc = a.data, b.data, c.data
+        pointers = (da.ptr, db.ptr, dc.ptr, 0 if bias is None else bias.data.ptr)
+        key = (plan, fusion, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
+               c.shape, c.strides, c.dtype, da.device_id, db.device_id, dc.device_id)
+        if bias is not None:
+            key += (bias.shape, bias.strides, bias.dtype, bias.data.device_id)
+        operands: tuple = (a, b, c, bias)
+    else:
+        if not (isinstance(a, tensor) and isinstance(b, tensor) and (bias is None or isinstance(bias, tensor))):
+            return None
+        pointers = (a.data_ptr(), b.data_ptr(), c.data_ptr(), 0 if bias is None else bias.data_ptr())
+        key = (plan, fusion, a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
+               c.shape, c.stride(), c.dtype, c.device)
+        if bias is not None:
+            key += (bias.shape, bias.stride(), bias.dtype, bias.device)
+        operands = (*pointers[:3], None if bias is None else pointers[3])
+    return LaunchSignature((*key, *(p & 15 for p in pointers)), pointers, operands)
+
+
 class BoundLaunches:
-    """Bound launches by array signature (CuPy arrays, or PyTorch tensors), at most ``limit``
-    of them."""
+    """Bound launches by launch signature (CuPy arrays, or PyTorch tensors), at most
+    ``limit`` of them."""
 
     def __init__(self, limit: int = 4096) -> None:
         self._launches: dict[tuple, BoundLaunch] = {}
         self._limit = limit
         self._lock = threading.Lock()
 
-    @staticmethod
-    def key(ndarray: type, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any, bias: Any = None) -> tuple | None:
-        """Everything the checks of CuPy operands (and bias) depend on except the pointers'
-        high bits: equal keys pass or fail the checks alike. None for other array types."""
-        if type(a) is not ndarray or type(b) is not ndarray or type(c) is not ndarray:
-            return None
-        da, db, dc = a.data, b.data, c.data
-        key = (plan, fusion, a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,
-               c.shape, c.strides, c.dtype, da.device_id, db.device_id, dc.device_id,
-               da.ptr & 15, db.ptr & 15, dc.ptr & 15)
-        if bias is None:
-            return key
-        if type(bias) is not ndarray:
-            return None
-        return (*key, bias.shape, bias.strides, bias.dtype, bias.data.device_id, bias.data.ptr & 15)
+    def get(self, key: tuple) -> BoundLaunch | None:
+        return self._launches.get(key)
 
-    @staticmethod
-    def torch_key(plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any, bias: Any,
-                  pointers: tuple[int, int, int, int]) -> tuple:
-        """The same for PyTorch tensors (``pointers``: their data pointers, 0 for no bias)."""
-        pa, pb, pc, pbias = pointers
-        key = (plan, fusion, a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
-               c.shape, c.stride(), c.dtype, c.device, pa & 15, pb & 15, pc & 15)
-        if bias is None:
-            return key
-        return (*key, bias.shape, bias.stride(), bias.dtype, bias.device, pbias & 15)
-
-    def key_of(self, ndarray: type, tensor: type | None, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
-               bias: Any) -> tuple | None:
-        """The key of these operands: CuPy arrays, or PyTorch tensors where ``tensor`` is
-        torch.Tensor and C one; None for other kinds or a mix."""
-        if tensor is None:
-            return self.key(ndarray, plan, fusion, a, b, c, bias)
-        if not (isinstance(a, tensor) and isinstance(b, tensor) and (bias is None or isinstance(bias, tensor))):
-            return None
-        return self.torch_key(plan, fusion, a, b, c, bias, _tensor_pointers(a, b, c, bias))
-
-    def lookup(self, ndarray: type, tensor: type | None, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
-               bias: Any) -> FastLaunch | None:
-        """The bound launch of operands seen before with the same signature, or None."""
-        if tensor is None:
-            bound = self._launches.get(self.key(ndarray, plan, fusion, a, b, c, bias))
-            if bound is None:
-                return None
-            pointers = (a.data.ptr, b.data.ptr, c.data.ptr, 0 if bias is None else bias.data.ptr)
-            return FastLaunch(bound, pointers, (a, b, c, bias))
-        if not (isinstance(a, tensor) and isinstance(b, tensor) and (bias is None or isinstance(bias, tensor))):
-            return None
-        pointers = _tensor_pointers(a, b, c, bias)
-        bound = self._launches.get(self.torch_key(plan, fusion, a, b, c, bias, pointers))
-        if bound is None:
-            return None
-        return FastLaunch(bound, pointers, (*pointers[:3], None if bias is None else pointers[3]))
-
-    def get(self, key: tuple | None) -> BoundLaunch | None:
-        return self._launches.get(key) if key is not None else None
-
-    def put(self, key: tuple | None, bound: BoundLaunch) -> None:
-        if key is not None and len(self._launches) < self._limit:
+    def put(self, key: tuple, bound: BoundLaunch) -> None:
+        if len(self._launches) < self._limit:
             with self._lock:
                 self._launches[key] = bound
 
