@@ -18,8 +18,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import numpy as np
-
 from . import settings
 from .arch import F16_MIN_COMPILE_ARCH
 from .codegen import render
@@ -39,7 +37,6 @@ from .describe.descriptor import Descriptor
 from .errors import CompileError, DeviceError, UnsupportedError
 from .plan import GemmPlan, PlanOverrides, kernel_plan, make_plan, with_alignment
 from .plan import explain as explaining
-from .plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, kernel_parameters
 from .runtime.arguments import (
     bias_view,
     check_operands,
@@ -54,8 +51,7 @@ from .runtime.device import (
     current_device,
     device_arch,
     load_function,
-    stream_of,
-    torch_stream,
+    stream_handle,
 )
 from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature
 from .version import __version__
@@ -202,7 +198,7 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
     cupy = cupy_module()
     tensor = torch_tensor_type()
     on_torch = tensor is not None and isinstance(c, tensor)  # then PyTorch's stream where none is given
-    if on_torch:
+    if on_torch and c.requires_grad:
         check_torch_output(c)
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
     bound = BOUND_LAUNCHES.get(signature.key) if signature is not None else None
@@ -210,28 +206,27 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
         if bound.overlaps(*signature.pointers):
             _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...
             bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
-        if bound.grid:
-            s = torch_stream(c) if stream is None and on_torch else stream_of(stream)
-            oa, ob, oc, obias = signature.operands
-            bound.launch(oa, ob, oc, bound.scalar(alpha, block, "alpha"), bound.scalar(beta, block, "beta"), s, obias)
-        return c
+        if not bound.grid:
+            return c
+        pa, pb, pc, pbias = signature.pointers
+        try:
+            bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, block),
+                         stream_handle(stream, c if on_torch else None), pbias)
+            return c
+        except cupy.cuda.driver.CUDADriverError:
+            pass  # for one, no current context in this thread: the path below makes it current
     va, vb, vc = check_operands(block, a, b, c)
-    values: dict[str, Any] = {"a": np.uint64(va.ptr), "b": np.uint64(vb.ptr), "c": np.uint64(vc.ptr),
-                              "alpha": scalar(alpha, block, "alpha"), "beta": scalar(beta, block, "beta")}
-    bv = None
-    if bias is not None:
-        bv = bias_view(bias, vc)
-        values["bias"] = np.uint64(bv.ptr)
-    s = torch_stream(c) if stream is None and on_torch else stream_of(stream)
+    scalar(alpha, block, "alpha"), scalar(beta, block, "beta")  # ArgumentError before any compile
+    bv = None if bias is None else bias_view(bias, vc)
+    handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
         aligned = with_alignment(block, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
-        bound = bind(kernel(aligned, fusion, vc.device_id), aligned, va, vb, vc, bv)
+        bound = bind(kernel(aligned, fusion, vc.device_id), va, vb, vc, bv)
         if signature is not None:
             BOUND_LAUNCHES.put(signature.key, bound)
         if bound.grid:
-            values.update(zip((p.name for p in BATCH_PARAMETERS), bound.batch_args))
-            values.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bound.bias_strides))
-            bound.kernel.launch(bound.grid, tuple(values[p.name] for p in kernel_parameters(fusion.bias)), s)
+            bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, block), handle,
+                         0 if bv is None else bv.ptr)
     return c
 
 

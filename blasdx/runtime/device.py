@@ -93,11 +93,12 @@ def load_function(cubin: bytes, name: str, device_id: int, shared_memory: int = 
 _external: dict[int, Any] = {}  # CuPy views of foreign stream handles, made once each
 
 
-def torch_stream(tensor: Any) -> Any:
-    """PyTorch's current stream on ``tensor``'s device, as a CuPy stream."""
+def torch_stream_handle(tensor: Any) -> int:
+    """The raw handle of PyTorch's current stream on ``tensor``'s (CUDA) device."""
     torch = sys.modules["torch"]  # a tensor was passed, so PyTorch is imported
-    device = tensor.device
-    return _external_stream(torch.cuda.current_stream(device).cuda_stream, device.index)
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what Triton's launcher calls: ~20x cheaper
+    index = tensor.get_device()
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 
 class _StreamHandle:
@@ -126,6 +127,15 @@ def _external_stream(handle: int, device_id: int) -> Any:
         if len(_external) < 256:
             _external[key] = stream
     return stream
+
+
+def stream_handle(stream: Any, tensor: Any = None) -> int:
+    """The raw handle of the stream a launch goes on: ``stream`` as ``stream_of`` reads it;
+    where that is None, PyTorch's current stream if ``tensor`` (C) is a PyTorch tensor,
+    else CuPy's."""
+    if stream is None and tensor is not None:
+        return torch_stream_handle(tensor)
+    return stream_of(stream).ptr
 
 
 def stream_of(stream: Any) -> Any:

@@ -1,15 +1,19 @@
 """Loaded kernels and their launches: the only code that puts a kernel on a GPU.
 
 ``Kernel`` is a compiled batched kernel loaded on one device. ``bind`` turns fully
-checked operands into a ``BoundLaunch`` (grid, batch strides, overlap spans), and
-``BoundLaunches`` keeps them by array signature: a later call with CuPy arrays (and bias) of
-the same shapes, strides, dtypes, devices and pointer alignment only checks for overlap and
-launches. The argument list follows blasdx.plan.kernel.KERNEL_PARAMETERS (and
+checked operands into a ``BoundLaunch`` (grid, batch strides, overlap spans, and the
+kernel's argument block with everything but the per-call values filled in), and
+``BoundLaunches`` keeps them by array signature: a later call with CuPy arrays or PyTorch
+tensors (and bias) of the same shapes, strides, dtypes, devices and pointer alignment only
+checks for overlap, writes its pointers and scalars into the block and launches with
+``cuLaunchKernel``. The argument list follows blasdx.plan.kernel.KERNEL_PARAMETERS (and
 BIAS_PARAMETERS).
 """
 
 from __future__ import annotations
 
+import ctypes
+import struct
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -18,14 +22,12 @@ import numpy as np
 
 from ..compiler import CompiledKernel
 from ..plan import GemmPlan
-from ..plan.kernel import BATCH_PARAMETERS
+from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, kernel_parameters
 from .arguments import BiasView, MatrixView, scalar
+from .device import cupy_module
 
 if TYPE_CHECKING:
     from ..codegen.hooks import Fusion
-
-# BoundLaunch.launch passes PER_CALL_PARAMETERS (a, b, c, alpha, beta: checked by
-# tests/test_plan_overrides.py) by position, then BATCH_PARAMETERS.
 
 
 @dataclass
@@ -34,7 +36,7 @@ class Kernel:
 
     compiled: CompiledKernel
     device_id: int
-    function: Any
+    function: Any  # cupy.cuda.function.Function; its ``ptr`` is the CUfunction
     module: Any
     resident_blocks: int  # blocks the whole device runs at once (the largest useful grid)
 
@@ -42,12 +44,36 @@ class Kernel:
     def kernel_name(self) -> str:
         return self.compiled.kernel_name
 
-    def launch(self, grid: int, args: tuple, stream: Any) -> None:
-        self.function((grid, 1, 1), self.compiled.block_dim, args,
-                      shared_mem=self.compiled.shared_memory_size, stream=stream)
 
-
+# The argument block: one slot per kernel parameter, wide enough for the widest (a
+# complex<double> alpha or beta), each value little-endian at the start of its slot.
+_SLOT = 16
+# The per-call values fill the first slots (PER_CALL_PARAMETERS: a, b, c, alpha, beta); the
+# bias pointer, where there is one, the slot after KERNEL_PARAMETERS.
+_PER_CALL = struct.Struct("<Q8xQ8xQ8x32s")  # alpha's and beta's slots as one field
+_BIAS_POINTER = struct.Struct("<Q")
+_BIAS_OFFSET = len(KERNEL_PARAMETERS) * _SLOT
+_INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
+
+
+def _slot_bytes(value: Any) -> bytes:
+    """A NumPy scalar (from ``scalar``) as the bytes of one argument slot."""
+    return np.asarray(value).tobytes().ljust(_SLOT, b"\0")
+
+
+class ArgumentBlock:
+    """A launch's arguments as cuLaunchKernel's ``kernelParams`` takes them: ``count``
+    slots of _SLOT bytes and an array of their addresses (at ``address``)."""
+
+    def __init__(self, count: int) -> None:
+        self.values = ctypes.create_string_buffer(count * _SLOT)
+        base = ctypes.addressof(self.values)
+        self._slots = (ctypes.c_void_p * count)(*(base + i * _SLOT for i in range(count)))
+        self.address = ctypes.addressof(self._slots)
+
+    def put_int64(self, index: int, value: int) -> None:
+        _INT64.pack_into(self.values, index * _SLOT, int(value))
 
 
 @dataclass(frozen=True)
@@ -57,22 +83,27 @@ class BoundLaunch:
 
     kernel: Kernel
     grid: int
-    batch_args: tuple  # the values of BATCH_PARAMETERS
-    bias_strides: tuple  # the bias's strides of BIAS_PARAMETERS, () without a bias
+    has_bias: bool
     spans: tuple[int, int, int, int]  # bytes A, B, C and the bias cover, for the per-call overlap check
-    real_scalar: Any  # NumPy type for a Python float/int alpha or beta, None to check fully
-    # Python alpha/beta values already converted to real_scalar (NumPy scalars cost ~0.5 us
-    # each to make), at most _MAX_SCALARS of them.
+    arguments: ArgumentBlock = field(compare=False, hash=False)
+    # cuLaunchKernel's arguments before the stream: function, grid, block, shared memory
+    dimensions: tuple[int, ...] = field(compare=False, hash=False)
+    launch_kernel: Any = field(compare=False, hash=False)  # CuPy's binding of cuLaunchKernel
+    # (alpha, beta) given as Python numbers, already as the bytes of their two slots
+    # (converting costs ~1 us), at most _MAX_SCALARS pairs.
     scalars: dict = field(default_factory=dict, compare=False, hash=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False)
 
-    def launch(self, a: Any, b: Any, c: Any, alpha: Any, beta: Any, stream: Any, bias: Any = None) -> None:
-        """Launch on CuPy arrays, which the kernel call passes as their data pointers."""
-        k = self.kernel
-        args = (a, b, c, alpha, beta, *self.batch_args)
-        if bias is not None:
-            args = (*args, bias, *self.bias_strides)
-        k.function((self.grid, 1, 1), k.compiled.block_dim, args, shared_mem=k.compiled.shared_memory_size,
-                   stream=stream)
+    def launch(self, pa: int, pb: int, pc: int, scalars: bytes, stream: int, pbias: int = 0) -> None:
+        """Launch on data pointers, alpha and beta as their slots' bytes (``scalar_bytes``),
+        on the raw stream handle ``stream``. Raises CuPy's CUDADriverError where the driver
+        refuses (for one, no current context in this thread)."""
+        arguments = self.arguments
+        with self.lock:  # the block is shared; cuLaunchKernel copies it before returning
+            _PER_CALL.pack_into(arguments.values, 0, pa, pb, pc, scalars)
+            if self.has_bias:
+                _BIAS_POINTER.pack_into(arguments.values, _BIAS_OFFSET, pbias)
+            self.launch_kernel(*self.dimensions, stream, arguments.address, 0)
 
     def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0) -> bool:
         """Whether C shares memory with A, B or the bias at these pointers."""
@@ -81,43 +112,52 @@ class BoundLaunch:
                              (sb and pc < pb + sb and pb < pc + sc) or
                              (sbias and pc < pbias + sbias and pbias < pc + sc))
 
-    def scalar(self, value: Any, plan: GemmPlan, name: str) -> Any:
-        """alpha or beta for this launch: Python numbers converted once and remembered."""
-        if self.real_scalar is not None and type(value) in (float, int):
-            converted = self.scalars.get(value)
+    def scalar_bytes(self, alpha: Any, beta: Any, plan: GemmPlan) -> bytes:
+        """alpha and beta for this launch as the bytes of their two slots; Python numbers
+        converted once and remembered. Raises ArgumentError as ``scalar`` does."""
+        if (type(alpha) is float or type(alpha) is int) and (type(beta) is float or type(beta) is int):
+            key = (alpha, beta)  # equal values convert alike (1 and 1.0)
+            converted = self.scalars.get(key)
             if converted is None:
-                converted = self.real_scalar(value)
+                converted = _slot_bytes(scalar(alpha, plan, "alpha")) + _slot_bytes(scalar(beta, plan, "beta"))
                 if len(self.scalars) < _MAX_SCALARS:
-                    self.scalars[value] = converted
+                    self.scalars[key] = converted
             return converted
-        return scalar(value, plan, name)
+        return _slot_bytes(scalar(alpha, plan, "alpha")) + _slot_bytes(scalar(beta, plan, "beta"))
 
 
-def bind(kernel: Kernel, plan: GemmPlan, va: MatrixView, vb: MatrixView, vc: MatrixView,
+def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
          bias: BiasView | None = None) -> BoundLaunch:
     """The launch of ``kernel`` on checked operands: one block per item, at most as many
-    as the device runs at once (the kernel loops over the rest)."""
+    as the device runs at once (the kernel loops over the rest). Its argument block holds
+    every value that stays from call to call: the batch, the strides between items and the
+    bias's strides."""
     batch = 1 if va.batch is None else va.batch
-    strides = [np.int64(v.strides[0] if v.batch is not None else 0) for v in (va, vb, vc)]
-    values = dict(zip((p.name for p in BATCH_PARAMETERS), (np.int64(batch), *strides)))
-    real = None if plan.is_complex or plan.scalar_type not in ("float", "double") else (
-        np.float32 if plan.scalar_type == "float" else np.float64)
-    return BoundLaunch(kernel=kernel, grid=int(min(batch, kernel.resident_blocks)),
-                       batch_args=tuple(values[p.name] for p in BATCH_PARAMETERS),
-                       bias_strides=() if bias is None else tuple(np.int64(s) for s in bias.strides),
+    strides = (v.strides[0] if v.batch is not None else 0 for v in (va, vb, vc))
+    fixed = dict(zip((p.name for p in BATCH_PARAMETERS), (batch, *strides)))  # batch, stride_a, _b, _c
+    if bias is not None:  # BIAS_PARAMETERS: the pointer (per call), then its strides
+        fixed.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bias.strides))
+    parameters = kernel_parameters(bias is not None)
+    arguments = ArgumentBlock(len(parameters))
+    for index, parameter in enumerate(parameters):
+        if parameter.name in fixed:
+            arguments.put_int64(index, fixed[parameter.name])
+    grid = int(min(batch, kernel.resident_blocks))
+    return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None,
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
-                       real_scalar=real)
+                       arguments=arguments,
+                       dimensions=(kernel.function.ptr, grid, 1, 1, *kernel.compiled.block_dim,
+                                   kernel.compiled.shared_memory_size),
+                       launch_kernel=cupy_module().cuda.driver.launchKernel)
 
 
 class LaunchSignature(NamedTuple):
     """What a call's operands look like to the bound launches: ``key``, everything their
     checks depend on but the pointers' high bits (equal keys pass or fail the checks alike);
-    their data pointers (A, B, C, bias; 0 for no bias); and what the kernel call takes for
-    them (CuPy arrays as themselves, PyTorch tensors as their pointers)."""
+    and their data pointers (A, B, C, bias; 0 for no bias)."""
 
     key: tuple
     pointers: tuple[int, int, int, int]
-    operands: tuple
 
 
 def launch_signature(ndarray: type, tensor: type | None, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
@@ -134,17 +174,16 @@ def launch_signature(ndarray: type, tensor: type | None, plan: GemmPlan, fusion:
                c.shape, c.strides, c.dtype, da.device_id, db.device_id, dc.device_id)
         if bias is not None:
             key += (bias.shape, bias.strides, bias.dtype, bias.data.device_id)
-        operands: tuple = (a, b, c, bias)
     else:
         if not (isinstance(a, tensor) and isinstance(b, tensor) and (bias is None or isinstance(bias, tensor))):
             return None
         pointers = (a.data_ptr(), b.data_ptr(), c.data_ptr(), 0 if bias is None else bias.data_ptr())
-        key = (plan, fusion, a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
-               c.shape, c.stride(), c.dtype, c.device)
+        # get_device(): the CUDA device's index, -1 off the GPU (never bound: the checks refuse it)
+        key = (plan, fusion, a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype,
+               b.get_device(), c.shape, c.stride(), c.dtype, c.get_device())
         if bias is not None:
-            key += (bias.shape, bias.stride(), bias.dtype, bias.device)
-        operands = (*pointers[:3], None if bias is None else pointers[3])
-    return LaunchSignature((*key, *(p & 15 for p in pointers)), pointers, operands)
+            key += (bias.shape, bias.stride(), bias.dtype, bias.get_device())
+    return LaunchSignature((*key, *(p & 15 for p in pointers)), pointers)
 
 
 class BoundLaunches:
