@@ -23,7 +23,7 @@ LAYERS = [
     ("blasdx.compiler",),
     ("blasdx.runtime",),
     ("blasdx.pipeline", "blasdx.packing"),
-    ("blasdx", "blasdx.__main__"),
+    ("blasdx", "blasdx.__main__", "blasdx.torch"),
 ]
 # The one upward import: the Descriptor's doers call the pipeline (imported on first use).
 SEAM = ("blasdx.describe.descriptor", "blasdx.pipeline")

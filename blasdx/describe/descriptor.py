@@ -90,6 +90,9 @@ class Descriptor:
         rules.check(ops)
         self._ops: dict[str, Operator] = dict(sorted(ops.items(), key=lambda kv: _ORDER[kv[0]]))
         self._rules_hold = False  # every rule, defaults included: see _check_rules
+        # The repr, made once: a plain attribute that torch.compile reads as a constant
+        # (blasdx.torch passes it to its op; operators' reprs are beyond its tracing).
+        self._repr = " + ".join(repr(op) for op in self._ops.values())
 
     @classmethod
     def of(cls, value: Operator | Descriptor) -> Descriptor:
@@ -151,7 +154,7 @@ class Descriptor:
         return hash(frozenset(self._ops.values()))
 
     def __repr__(self) -> str:
-        return " + ".join(repr(op) for op in self._ops.values())
+        return self._repr
 
     def _check_rules(self) -> None:
         """Every cross-operator rule with the defaults filled in: run when the descriptor is

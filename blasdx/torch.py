@@ -1,0 +1,246 @@
+"""blasdx as a functional, differentiable PyTorch op (import it explicitly; it imports torch):
+
+    import blasdx.torch
+    out = blasdx.torch.gemm(GEMM, a, b, bias=bias, epilogue="relu")  # a new tensor
+    out.sum().backward()                                             # a.grad, b.grad, bias.grad
+
+``gemm`` computes ``epilogue(alpha * a @ b + beta * c + bias)`` into a new C tensor in
+the descriptor's arrangement, with the batched kernel of ``GEMM.execute()``. It is the
+custom op ``torch.ops.blasdx.gemm`` (``torch.library.custom_op``) with a fake
+implementation, so ``torch.compile(fullgraph=True)`` traces it without a graph break, and
+an autograd formula whose products are blasdx GEMMs too:
+
+    z = alpha * a @ b + beta * c + bias,  out = epilogue(z),  dz = dout * epilogue'(z)
+    da = alpha * dz @ b^T,  db = alpha * a^T @ dz,  dc = beta * dz,  dbias = dz summed to bias's shape
+
+Each product is a descriptor of its own (Size(m, k, n) for da, Size(k, n, m) for db) with
+the forward's precisions and SM, arranged as the saved tensors lie in memory; ``dz`` is
+cast to the operand precision first, as mixed-precision training does (a float16 dz scaled
+by a power of two so that small gradients keep their digits), and the product, in the C
+precision, is cast to the input's dtype. Epilogues with a derivative: identity,
+negate, relu, gelu (erf form; z is recomputed by one more GEMM), sigmoid and tanh; another
+epilogue, a complex or integer GEMM, or a precision without a PyTorch float dtype raises
+ArgumentError when a gradient is needed (it still runs under torch.no_grad()).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import blasdx
+
+from .describe.descriptor import Descriptor
+from .describe.operators import SM, Arrangement, Block, LeadingDimension, Precision, Size
+from .describe.precision import PRECISIONS
+from .errors import ArgumentError
+
+__all__ = ["gemm", "DIFFERENTIABLE_EPILOGUES", "check_differentiable", "descriptor_key", "descriptor_from_key"]
+
+# Epilogues whose derivative the backward applies (from the output y, or for gelu from z).
+DIFFERENTIABLE_EPILOGUES = ("identity", "negate", "relu", "gelu", "sigmoid", "tanh")
+# Operand precisions the backward handles: each has a PyTorch floating dtype to cast dz to.
+_DIFFERENTIABLE_PRECISIONS = ("float16", "bfloat16", "tfloat32", "float32", "float64")
+
+_descriptors: dict[str, Descriptor] = {}  # by repr, the op's descriptor argument
+_OPERATORS = {name: getattr(blasdx, name) for name in blasdx.__all__}
+
+
+def descriptor_key(desc: Descriptor) -> str:
+    """The op's descriptor argument (``torch.ops.blasdx.gemm``'s first): the descriptor's
+    canonical repr, remembered for ``descriptor_from_key``."""
+    key = repr(desc)
+    _descriptors.setdefault(key, desc)
+    return key
+
+
+def descriptor_from_key(key: str) -> Descriptor:
+    """The descriptor of a key; one not seen in this process (a graph loaded from a cache)
+    is rebuilt from its repr, which names blasdx operators only."""
+    desc = _descriptors.get(key)
+    if desc is None:
+        desc = eval(key, {"__builtins__": {}}, _OPERATORS)  # noqa: S307 - our own repr, operators only
+        if not isinstance(desc, Descriptor):
+            raise ArgumentError(f"{key!r} is not a blasdx descriptor")
+        _descriptors[key] = desc
+    return desc
+
+
+def _torch_dtype(precision: str, is_complex: bool) -> torch.dtype:
+    """The PyTorch dtype holding values of ``precision`` (complex64/128 for complex f32/f64)."""
+    name = PRECISIONS[precision].numpy_name
+    if is_complex:
+        name = {"float32": "complex64", "float64": "complex128"}.get(name, "")
+    dtype = getattr(torch, name, None) if name else None
+    if not isinstance(dtype, torch.dtype):
+        raise ArgumentError(
+            f"blasdx.torch.gemm has no PyTorch dtype for {'complex ' if is_complex else ''}{precision} "
+            f"output; use GEMM.execute() with a C you allocate"
+        )
+    return dtype
+
+
+def _new_c(desc: Descriptor, a: torch.Tensor) -> torch.Tensor:
+    """An uninitialised C for ``a``'s batch and device, in the descriptor's arrangement and
+    leading dimension (a column-major C is the transpose of a row-major (n, m) buffer)."""
+    m, n = desc.size.m, desc.size.n
+    row_major = desc.arrangement.c == "row_major"
+    outer, inner = (m, n) if row_major else (n, m)
+    buffer = torch.empty((*a.shape[:-2], outer, desc.leading_dimension.c),
+                         dtype=_torch_dtype(desc.precision.c, desc.is_complex), device=a.device)
+    c = buffer[..., :inner]
+    return c if row_major else c.transpose(-1, -2)
+
+
+@torch.library.custom_op("blasdx::gemm", mutates_args=())
+def _gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float,
+          beta: float, bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
+    desc = descriptor_from_key(descriptor)
+    out = _new_c(desc, a)
+    if c is not None and beta != 0:
+        out.copy_(c)
+    desc.execute(a, b, out, alpha, beta if c is not None else 0.0, bias=bias, epilogue=epilogue or None)
+    return out
+
+
+@_gemm.register_fake
+def _gemm_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float,
+               beta: float, bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
+    return _new_c(descriptor_from_key(descriptor), a)
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    descriptor, a, b, c, alpha, beta, bias, epilogue = inputs
+    check_differentiable(descriptor_from_key(descriptor), epilogue)  # gemm() checked it already but in torch.compile
+    ctx.descriptor, ctx.alpha, ctx.beta, ctx.epilogue = descriptor, alpha, beta, epilogue
+    ctx.c_meta = None if c is None else (c.shape, c.dtype)
+    ctx.bias_meta = None if bias is None else (bias.shape, bias.dtype)
+    needs_output = epilogue in ("relu", "sigmoid", "tanh")
+    ctx.save_for_backward(a, b, output if needs_output else None,
+                          c if epilogue == "gelu" else None, bias if epilogue == "gelu" else None)
+
+
+def _dz(ctx: Any, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, y: torch.Tensor | None,
+        c: torch.Tensor | None, bias: torch.Tensor | None) -> torch.Tensor:
+    """d loss / d z: the output's gradient through the epilogue's derivative."""
+    epilogue = ctx.epilogue or "identity"
+    if epilogue == "identity":
+        return grad
+    if epilogue == "negate":
+        return -grad
+    if epilogue == "relu":
+        return grad * (y > 0)
+    if epilogue == "sigmoid":
+        return grad * y * (1 - y)
+    if epilogue == "tanh":
+        return grad * (1 - y * y)
+    # gelu(z) = z * Phi(z): gelu'(z) = Phi(z) + z * phi(z); z by the forward without the epilogue
+    z = torch.ops.blasdx.gemm(ctx.descriptor, a, b, c, ctx.alpha, ctx.beta, bias, "").to(grad.dtype)
+    cdf = 0.5 * (1 + torch.erf(z * (1 / math.sqrt(2))))
+    pdf = torch.exp(-0.5 * z * z) * (1 / math.sqrt(2 * math.pi))
+    return grad * (cdf + z * pdf)
+
+
+def _layout_and_ld(x: torch.Tensor) -> tuple[str, int]:
+    """How the matrices of ``x`` lie in memory: (arrangement, leading dimension)."""
+    rows, cols = x.shape[-2:]
+    row_stride, col_stride = x.stride()[-2:]
+    if col_stride == 1 or cols == 1:
+        return "row_major", max(row_stride, cols) if rows > 1 else cols
+    if row_stride == 1 or rows == 1:
+        return "col_major", max(col_stride, rows) if cols > 1 else rows
+    raise ArgumentError(f"a saved operand has strides {tuple(x.stride())}: neither rows nor columns are "
+                        f"contiguous; pass contiguous tensors")
+
+
+def _as_operand(dz: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``dz`` cast to an operand dtype, and the scale it was multiplied by first (None for
+    none). float16 flushes gradients below 6e-5 to subnormals and zero (a mean loss over a
+    million outputs gives ~1e-6), so a float16 dz is scaled by the power of two that puts
+    its largest magnitude in [1, 2): exact, and undone exactly after the product."""
+    if dtype != torch.float16 or dz.dtype == torch.float16:
+        return dz.to(dtype), None
+    largest = dz.detach().abs().amax().float()
+    scale = torch.where(largest > 0, torch.exp2(-torch.floor(torch.log2(largest))), 1.0)
+    return (dz * scale).to(dtype), scale
+
+
+def _product(desc: Descriptor, x: torch.Tensor, y: torch.Tensor, alpha: float, dtype: torch.dtype,
+             scale: torch.Tensor | None) -> torch.Tensor:
+    """alpha * x @ y / scale by a blasdx GEMM with ``desc``'s precisions and SM, in
+    ``dtype``; x and y are arranged as they lie in memory."""
+    (x_layout, x_ld), (y_layout, y_ld) = _layout_and_ld(x), _layout_and_ld(y)
+    m, k = x.shape[-2:]
+    n = y.shape[-1]
+    product = (Size(m, n, k) + Precision(*desc.precision) + Arrangement(x_layout, y_layout, "row_major")
+               + LeadingDimension(x_ld, y_ld, n) + SM(desc.sm) + Block())
+    out = torch.ops.blasdx.gemm(descriptor_key(product), x, y, None, alpha, 0.0, None, "")
+    return (out if scale is None else out / scale).to(dtype)
+
+
+def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
+    a, b, y, c, bias = ctx.saved_tensors
+    desc = descriptor_from_key(ctx.descriptor)
+    need_a, need_b, need_c, need_bias = (ctx.needs_input_grad[i] for i in (1, 2, 3, 6))
+    dz = _dz(ctx, grad, a, b, y, c, bias)
+    da = db = dc = dbias = None
+    a_dtype, b_dtype = (_torch_dtype(p, False) for p in desc.precision[:2])
+    if need_a:  # alpha * dz @ b^T
+        operand, scale = _as_operand(dz, a_dtype)
+        da = _product(desc, operand.contiguous(), b.transpose(-1, -2), ctx.alpha, a.dtype, scale)
+    if need_b:  # alpha * a^T @ dz
+        operand, scale = _as_operand(dz, b_dtype)
+        db = _product(desc, a.transpose(-1, -2), operand.contiguous(), ctx.alpha, b.dtype, scale)
+    if need_c:
+        shape, dtype = ctx.c_meta
+        dc = (ctx.beta * dz).to(dtype).sum_to_size(shape)
+    if need_bias:
+        shape, dtype = ctx.bias_meta
+        dbias = dz.sum_to_size(shape).to(dtype)
+    return None, da, db, dc, None, None, dbias, None
+
+
+_gemm.register_autograd(_backward, setup_context=_setup_context)
+
+
+def check_differentiable(desc: Descriptor, epilogue: str) -> None:
+    """Raise ArgumentError where the backward cannot compute a gradient of ``gemm(desc, ...,
+    epilogue=epilogue)``: a complex GEMM, an operand precision without a PyTorch float
+    dtype, an epilogue without a derivative."""
+    if desc.is_complex:
+        raise ArgumentError("blasdx.torch.gemm has no gradient for complex GEMMs yet; run it under "
+                            "torch.no_grad() or detach the inputs")
+    for name, precision in zip("ab", desc.precision[:2]):
+        if precision not in _DIFFERENTIABLE_PRECISIONS:
+            raise ArgumentError(
+                f"blasdx.torch.gemm has no gradient for {name.upper()} in {precision}; the differentiable "
+                f"precisions are {', '.join(_DIFFERENTIABLE_PRECISIONS)} (or run under torch.no_grad())")
+    if (epilogue or "identity") not in DIFFERENTIABLE_EPILOGUES:
+        raise ArgumentError(
+            f"epilogue={epilogue!r} has no derivative here; with gradients the epilogue must be one of "
+            f"{', '.join(DIFFERENTIABLE_EPILOGUES)}. Run under torch.no_grad() or detach the inputs "
+            f"to use it, or apply it with PyTorch after the op")
+
+
+def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, alpha: float = 1.0,
+         beta: float = 0.0, bias: torch.Tensor | None = None, epilogue: str | None = None) -> torch.Tensor:
+    """``epilogue(alpha * a @ b + beta * c + bias)`` as a new tensor in ``desc``'s C
+    arrangement: (m, n), or (batch, m, n) for 3-D operands. Differentiable in a, b, c and
+    bias (see the module's docstring); ``epilogue`` is a built-in name or a C++ expression
+    of x. The operands' shapes, dtypes and strides are checked as execute() checks them."""
+    if not isinstance(desc, Descriptor):
+        raise ArgumentError(f"gemm's first argument is a blasdx descriptor, got {type(desc).__name__}")
+    if epilogue is not None and not isinstance(epilogue, str):
+        raise ArgumentError(f"blasdx.torch.gemm takes the epilogue as a string (a built-in name or a C++ "
+                            f"expression of x), got {type(epilogue).__name__}")
+    if c is None and beta != 0:
+        raise ArgumentError(f"beta={beta} scales C, but no c was given; pass c or leave beta at 0")
+    if torch.compiler.is_compiling():  # torch.compile reads the repr as a constant; the op's autograd checks
+        key = repr(desc)
+    else:
+        key = descriptor_key(desc)
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, c, bias)):
+            check_differentiable(desc, epilogue or "")  # before any work
+    return torch.ops.blasdx.gemm(key, a, b, c, float(alpha), float(beta), bias, epilogue or "")
