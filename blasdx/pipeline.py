@@ -201,14 +201,14 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
     if on_torch and c.requires_grad:
         check_torch_output(c)
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
-    bound = BOUND_LAUNCHES.get(signature.key) if signature is not None else None
+    bound = BOUND_LAUNCHES.get(signature[0]) if signature is not None else None
     if bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        if bound.overlaps(*signature.pointers):
+        pa, pb, pc, pbias = signature[1]
+        if bound.overlaps(pa, pb, pc, pbias):
             _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...
             bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
         if not bound.grid:
             return c
-        pa, pb, pc, pbias = signature.pointers
         try:
             bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, block),
                          stream_handle(stream, c if on_torch else None), pbias)
@@ -223,7 +223,7 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
         aligned = with_alignment(block, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
         bound = bind(kernel(aligned, fusion, vc.device_id), va, vb, vc, bv)
         if signature is not None:
-            BOUND_LAUNCHES.put(signature.key, bound)
+            BOUND_LAUNCHES.put(signature[0], bound)
         if bound.grid:
             bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, block), handle,
                          0 if bv is None else bv.ptr)

@@ -13,6 +13,7 @@ import pytest
 
 import blasdx.runtime.launch as launch
 from blasdx import SM, ArgumentError, Arrangement, Block, Precision, Size, Type
+from blasdx.codegen.hooks import NO_FUSION
 from blasdx.compiler import CompiledKernel
 from blasdx.plan.kernel import kernel_parameters
 from blasdx.runtime.arguments import BiasView, MatrixView
@@ -92,3 +93,29 @@ def test_python_scalars_are_converted_once_and_checked():
     assert bound.scalar_bytes(2, 1, desc.plan) is bound.scalar_bytes(2.0, 1.0, desc.plan)
     with pytest.raises(ArgumentError, match="beta=0.5 is not an integer"):
         bound.scalar_bytes(1, 0.5, desc.plan)
+
+
+class _FakeArray:
+    """What launch_signature reads of a CuPy array."""
+
+    def __init__(self, ptr: int, shape=(2, 16, 16), strides=(1024, 64, 4), device: int = 0) -> None:
+        self.data = SimpleNamespace(ptr=ptr, device_id=device)
+        self.shape, self.strides, self.dtype = shape, strides, np.dtype(np.float32)
+
+
+def test_launch_signature_keys_layout_and_alignment_not_addresses():
+    plan = (Size(16, 16, 16) + Precision("float32") + SM(900) + Block()).plan
+
+    def signature(a, b, c, bias=None):
+        return launch.launch_signature(_FakeArray, None, plan, NO_FUSION, a, b, c, bias)
+
+    key, pointers = signature(_FakeArray(0x1000), _FakeArray(0x2000), _FakeArray(0x3000))
+    assert pointers == (0x1000, 0x2000, 0x3000, 0)
+    assert signature(_FakeArray(0x9000), _FakeArray(0xA000), _FakeArray(0xB000))[0] == key  # other addresses
+    assert signature(_FakeArray(0x1008), _FakeArray(0x2000), _FakeArray(0x3000))[0] != key  # 8-byte aligned A
+    assert signature(_FakeArray(0x1000, strides=(1024, 4, 64)), _FakeArray(0x2000), _FakeArray(0x3000))[0] != key
+    assert signature(_FakeArray(0x1000, device=1), _FakeArray(0x2000), _FakeArray(0x3000))[0] != key
+    with_bias = signature(_FakeArray(0x1000), _FakeArray(0x2000), _FakeArray(0x3000), _FakeArray(0x4000, (16,), (4,)))
+    assert with_bias[1] == (0x1000, 0x2000, 0x3000, 0x4000) and with_bias[0][:len(key)] == key
+    assert signature(_FakeArray(0x1000), _FakeArray(0x2000), _FakeArray(0x3000), object()) is None  # a mix: no fast path
+    assert signature(_FakeArray(0x1000), object(), _FakeArray(0x3000)) is None
