@@ -202,7 +202,7 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
         check_torch_output(c)
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
     bound = BOUND_LAUNCHES.get(signature[0]) if signature is not None else None
-    if bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
+    if signature is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
         pa, pb, pc, pbias = signature[1]
         if bound.overlaps(pa, pb, pc, pbias):
             _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...

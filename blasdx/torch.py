@@ -130,11 +130,12 @@ def _dz(ctx: Any, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, y: torch
         return grad
     if epilogue == "negate":
         return -grad
-    if epilogue == "relu":
-        return grad * (y > 0)
-    if epilogue == "sigmoid":
-        return grad * y * (1 - y)
-    if epilogue == "tanh":
+    if epilogue in ("relu", "sigmoid", "tanh"):  # from the output y, which _setup_context saved
+        assert y is not None
+        if epilogue == "relu":
+            return grad * (y > 0)
+        if epilogue == "sigmoid":
+            return grad * y * (1 - y)
         return grad * (1 - y * y)
     # gelu(z) = z * Phi(z): gelu'(z) = Phi(z) + z * phi(z); z by the forward without the epilogue
     z = torch.ops.blasdx.gemm(ctx.descriptor, a, b, c, ctx.alpha, ctx.beta, bias, "").to(grad.dtype)

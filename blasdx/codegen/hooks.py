@@ -62,9 +62,9 @@ BUILTINS: dict[str, Hook] = {h.name: h for h in (
 )}
 
 
-def scale(factor: numbers.Number) -> Hook:
+def scale(factor: complex) -> Hook:
     """The hook ``x -> factor * x`` (a complex factor needs a complex GEMM)."""
-    if isinstance(factor, bool) or not isinstance(factor, numbers.Number):
+    if isinstance(factor, bool) or not isinstance(factor, numbers.Complex):
         raise ArgumentError(f"scale() takes a number, got {factor!r}")
     value = complex(factor)
     if not (math.isfinite(value.real) and math.isfinite(value.imag)):

@@ -285,4 +285,4 @@ def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
         mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
     if all(mats[x.name] == x for x in (plan.a, plan.b, plan.c)):
         return plan
-    return replace(plan, **mats)
+    return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"])

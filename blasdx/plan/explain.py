@@ -58,25 +58,25 @@ def explain(desc: Descriptor) -> str:
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
         )
     lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
-    k = kernel_plan(with_alignment(p, (16, 16, 16)))
-    in_smem = (k.a, k.b) if k.c_in_registers else (k.a, k.b, k.c)
+    launched = kernel_plan(with_alignment(p, (16, 16, 16)))
+    in_smem = (launched.a, launched.b) if launched.c_in_registers else (launched.a, launched.b, launched.c)
     lds = ", ".join(f"{x.name.upper()} {x.smem_ld}" for x in in_smem)
     padded = any(x.smem_ld != x.ld for x in in_smem)
     copies = ", ".join(f"{x.name.upper()} {x.vector_bytes} bytes at a time"
-                       + (" (cp.async)" if k.use_cp_async and x.vector_bytes >= 4 else "")
+                       + (" (cp.async)" if launched.use_cp_async and x.vector_bytes >= 4 else "")
                        for x in in_smem)
     lines.append(f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches "
-                 f"{k.kernel_name}:")
-    lines.append(f"  {k.threads} threads a block, one block per batch item, at most as many blocks as the GPU "
+                 f"{launched.kernel_name}:")
+    lines.append(f"  {launched.threads} threads a block, one block per batch item, at most as many blocks as the GPU "
                  f"runs at once (each loops over the items)")
     lines.append(f"  copies to shared memory: {copies}; shared-memory leading dimensions {lds}"
                  + (" (padded against bank conflicts)" if padded else ""))
     lines.append(
         "  " + ("C read into and written from registers by each thread, not staged in shared memory"
-                if k.c_in_registers else "C staged in shared memory and copied back")
+                if launched.c_in_registers else "C staged in shared memory and copied back")
         + "; " + ("two items in flight per block (the next item's copies overlap this GEMM)"
-                  if k.pipeline_stages == 2 else "one item at a time per block")
-        + f"; {k.kernel_shared_memory_size} bytes of shared memory")
+                  if launched.pipeline_stages == 2 else "one item at a time per block")
+        + f"; {launched.kernel_shared_memory_size} bytes of shared memory")
     return "\n".join(lines)
 
 

@@ -118,5 +118,5 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
         mats, size = fitting_layout(True)
     elif size == plan.shared_memory_size:
         return plan
-    return replace(plan, **mats, shared_memory_size=size, c_in_registers=c_in_registers,
+    return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
                    pipeline_stages=pipeline_stages(plan.sm, size, plan.instruction.is_mma, plan.overrides))

@@ -331,7 +331,7 @@ def _overlap(x: MatrixView, y: MatrixView) -> bool:
 
 def scalar(value: Any, plan: GemmPlan, name: str) -> Any:
     """alpha/beta converted explicitly to the kernel's scalar type."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Number):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Complex):
         raise ArgumentError(
             f"{name} must be a number, got {value!r} of type {type(value).__name__}; pass a "
             f"Python or NumPy scalar"
@@ -355,8 +355,8 @@ def scalar(value: Any, plan: GemmPlan, name: str) -> Any:
     if not real.is_float:
         if isinstance(value, numbers.Integral):
             iv = int(value)
-        elif float(value).is_integer():
-            iv = int(value)
+        elif isinstance(value, numbers.Real) and float(value).is_integer():
+            iv = int(float(value))
         else:
             raise ArgumentError(
                 f"{name}={value!r} is not an integer, but the GEMM computes in {real.name}; pass "

@@ -90,7 +90,7 @@ def load_function(cubin: bytes, name: str, device_id: int, shared_memory: int = 
     return module, function
 
 
-_external: dict[int, Any] = {}  # CuPy views of foreign stream handles, made once each
+_external: dict[tuple[int, int], Any] = {}  # CuPy views of foreign stream handles, made once each
 
 
 def torch_stream_handle(tensor: Any) -> int:

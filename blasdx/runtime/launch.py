@@ -108,9 +108,9 @@ class BoundLaunch:
     def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0) -> bool:
         """Whether C shares memory with A, B or the bias at these pointers."""
         sa, sb, sc, sbias = self.spans
-        return bool(sc) and ((sa and pc < pa + sa and pa < pc + sc) or
-                             (sb and pc < pb + sb and pb < pc + sc) or
-                             (sbias and pc < pbias + sbias and pbias < pc + sc))
+        return bool(sc) and bool((sa and pc < pa + sa and pa < pc + sc) or
+                                 (sb and pc < pb + sb and pb < pc + sc) or
+                                 (sbias and pc < pbias + sbias and pbias < pc + sc))
 
     def scalar_bytes(self, alpha: Any, beta: Any, plan: GemmPlan) -> bytes:
         """alpha and beta for this launch as the bytes of their two slots; Python numbers
@@ -151,7 +151,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
                        launch_kernel=cupy_module().cuda.driver.launchKernel)
 
 
-def launch_signature(ndarray: type, tensor: type | None, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
+def launch_signature(ndarray: Any, tensor: Any, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
                      bias: Any) -> tuple[tuple, tuple[int, int, int, int]] | None:
     """What a call's operands look like to the bound launches: CuPy operands, or PyTorch
     ones where ``tensor`` is torch.Tensor (C being one); None for other kinds or a mix.
