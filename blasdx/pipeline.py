@@ -124,8 +124,8 @@ def compile_for_arch(block: GemmPlan, arch: int, fusion: Fusion | None = None, *
     kernel = kernel_plan(block)
     name = kernel_name(kernel, fusion)
     try:
-        entry = compile_source(render.render_kernel(kernel, name, fusion), arch, name=name, cache=cache,
-                               metadata={"kernel_name": name})
+        entry = compile_source(lambda: render.render_kernel(kernel, name, fusion), arch, name=name, cache=cache,
+                               metadata={"kernel_name": name}, identity=render.kernel_identity(kernel, name, fusion))
     except CompileError as exc:
         if not fusion.expressions:
             raise

@@ -134,14 +134,19 @@ def test_compile_source_hits_memory_without_nvrtc(tmp_path, monkeypatch):
 
 
 _CHILD = """
-import sys, blasdx
+import sys, blasdx, blasdx.codegen.render
 from blasdx.compiler import nvrtc
-if sys.argv[1] == "forbid":
+if sys.argv[1] == "forbid":  # a hit needs neither NVRTC's compiler, nor a render, nor CuPy
     def no_nvrtc(*a, **k):
         raise SystemExit("NVRTC was called")
+    def no_render(*a, **k):
+        raise SystemExit("the kernel was rendered")
     nvrtc.nvrtc_compile = no_nvrtc
+    blasdx.codegen.render.render_kernel = no_render
 d = blasdx.Size(16, 16, 16) + blasdx.Precision("float16", "float16", "float32") + blasdx.SM(900) + blasdx.Block()
 print(len(d.compile(arch=900).cubin))
+if sys.argv[1] == "forbid" and "cupy" in sys.modules:
+    raise SystemExit("CuPy was imported")
 """
 
 
@@ -163,3 +168,30 @@ def test_two_processes_racing_one_key_then_a_third_hits_without_nvrtc(tmp_path):
     out, err = third.communicate(timeout=120)
     assert third.returncode == 0, err
     assert out == outs[0][0]
+
+
+def test_kernel_identity_follows_templates_plans_and_hooks(tmp_path, monkeypatch):
+    """The cache finds a batched kernel by an identity instead of its source; the identity
+    must change with anything that changes the source."""
+    import shutil
+
+    import blasdx
+    from blasdx.codegen import render
+    from blasdx.plan import kernel_plan
+
+    desc = blasdx.Size(16, 16, 16) + blasdx.Precision("float32") + blasdx.SM(900) + blasdx.Block()
+    kernel = kernel_plan(desc.plan)
+    base = render.kernel_identity(kernel, "k")
+    copy = tmp_path / "templates"
+    shutil.copytree(render.templates_dir(), copy)
+    monkeypatch.setenv("BLASDX_TEMPLATES_DIR", str(copy))
+    assert render.kernel_identity(kernel, "k") == base  # the same bytes elsewhere
+    changed = tmp_path / "changed"
+    shutil.copytree(copy, changed)
+    (changed / "gemm.cuh.j2").write_text((changed / "gemm.cuh.j2").read_text() + "// changed\n")
+    monkeypatch.setenv("BLASDX_TEMPLATES_DIR", str(changed))
+    assert render.kernel_identity(kernel, "k") != base
+    monkeypatch.delenv("BLASDX_TEMPLATES_DIR")
+    other = kernel_plan((desc + blasdx.BlockDim(64)).plan)
+    relu = blasdx.pipeline.fusion(desc, None, "relu", None, None, None, None, False)
+    assert len({base, render.kernel_identity(other, "k"), render.kernel_identity(kernel, "k", relu)}) == 3

@@ -7,6 +7,7 @@ the batched kernel's plan comes in from the pipeline. Rendering needs no GPU.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +35,26 @@ def templates_dir() -> Path:
         if (candidate / "gemm.cuh.j2").is_file():
             return candidate
     raise FileNotFoundError(f"blasdx templates not found next to {here}; reinstall blasdx")
+
+
+@lru_cache(maxsize=4)
+def _generator_digest(directory: Path) -> str:
+    """SHA-256 of what turns a plan into source: every template in ``directory`` and every
+    module of the blasdx package (planning facts, hooks, this renderer). Reading them takes
+    a few milliseconds; parsing the templates takes tens."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for root, pattern in ((directory, "*.j2"), (package, "*.py")):
+        for path in sorted(root.rglob(pattern)):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def kernel_identity(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+    """A text that determines ``render_kernel(kernel, name, fusion)``'s source without
+    rendering it: the generator's digest and the inputs' reprs (the plan's dataclass repr
+    holds every field; the fusion's, every hook's expression), for the kernel cache."""
+    return f"{_generator_digest(templates_dir())} {name} {kernel!r} {fusion!r}"
 
 
 @lru_cache(maxsize=4)
