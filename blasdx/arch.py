@@ -13,20 +13,34 @@ facts; none of them spells an instruction again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-SUPPORTED_SMS: tuple[int, ...] = (700, 720, 750, 800, 860, 870, 890, 900)
+# The SMs cuBLASDx 0.7 accepts (CUDA 13: Volta and Xavier gone, Thor named 1100; 1010 is
+# its CUDA 12 name). A descriptor also needs an NVRTC that targets its SM (see
+# ``nvrtc_targets``).
+SUPPORTED_SMS: tuple[int, ...] = (750, 800, 860, 870, 890, 900, 1000, 1010, 1030, 1100, 1200, 1210)
 
 # Per-block shared memory limit of each SM, in KiB (opt-in maximum of the architecture).
 SHARED_MEMORY_LIMIT_KIB: dict[int, int] = {
-    700: 96, 720: 96, 750: 64, 800: 163, 860: 99, 870: 163, 890: 99, 900: 227,
+    750: 64, 800: 163, 860: 99, 870: 163, 890: 99, 900: 227,
+    1000: 227, 1010: 227, 1030: 227, 1100: 227, 1200: 99, 1210: 99,
 }
+
+# ((major, minor), SMs) of the installed NVRTC, or None where it is not known without
+# importing CuPy. blasdx.compiler, which owns NVRTC, puts its query here when it is
+# imported (as ``import blasdx`` does); SM() reads it, so that a descriptor naming an SM
+# the toolchain cannot compile for is refused when it is built.
+def _unknown_targets() -> tuple[tuple[int, int], tuple[int, ...]] | None:
+    return None
+
+
+nvrtc_targets: Callable[[], tuple[tuple[int, int], tuple[int, ...]] | None] = _unknown_targets
 
 # cp.async (global -> shared copies that bypass registers) exists from SM 80.
 CP_ASYNC_MIN_SM = 800
-# Packed operands: mma.sync m8n8k32 .s4/.u4 and m8n8k128 .b1 .xor.popc from SM 75;
-# .and.popc from SM 80.
-PACKED_MIN_SM = 750
+# Packed operands: mma.sync m8n8k32 .s4/.u4 and m8n8k128 .b1 .xor.popc from SM 75 (every
+# supported SM); .and.popc from SM 80.
 BIT_AND_MIN_SM = 800
 
 # PTX type of an mma operand, where it differs per precision.
@@ -81,7 +95,7 @@ class Instruction:
         return (self.ptx if ptx is None else ptx).format(a=PTX_TYPE.get(a, ""), b=PTX_TYPE.get(b, ""), op=bit_op)
 
 
-MMA_F16 = Instruction("mma_f16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 700,
+MMA_F16 = Instruction("mma_f16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 750,
                       accumulator="float", operand_bits=16, ldmatrix=True, ptx_arch=800,
                       ptx_sm75="mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")
 MMA_BF16 = Instruction("mma_bf16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 800,
@@ -116,10 +130,8 @@ FMA = Instruction("fma", 1, 1, 1, "", 0, scope="thread", a_regs=0, b_regs=0, c_v
 # SM 90 has no 4-bit tensor-core path of its own (mma .s4/.u4 runs several times slower than
 # int8 there): 4-bit fragments are widened to bytes and multiplied with int8 mma.
 WIDEN_4BIT_MIN_ARCH = 900
-# ldmatrix and the smaller mma forms (Instruction.ptx_sm75) compile from sm_75; so does the
-# float16 tensor-core path (m16n8k8 twice), as SM 70's mma shapes differ.
+# ldmatrix and the smaller mma forms (Instruction.ptx_sm75) compile from sm_75.
 SM75_FORMS_MIN_ARCH = 750
-F16_MIN_COMPILE_ARCH = SM75_FORMS_MIN_ARCH
 
 _FLOAT_ACC = ("float16", "float32")
 

@@ -19,7 +19,6 @@ import threading
 from typing import Any
 
 from . import settings
-from .arch import F16_MIN_COMPILE_ARCH
 from .codegen import render
 from .codegen.hooks import NO_FUSION, Fusion, make_fusion
 from .codegen.naming import kernel_name
@@ -116,10 +115,6 @@ def compile_for_arch(block: GemmPlan, arch: int, fusion: Fusion | None = None, *
         raise UnsupportedError(
             f"arch {arch} is older than the descriptor's SM({block.sm}); compile for SM {block.sm} "
             f"or newer, or use .replace(SM({arch}))"
-        )
-    if block.instruction.name == "mma_f16" and arch < F16_MIN_COMPILE_ARCH:
-        raise UnsupportedError(
-            f"the float16 tensor-core path needs SM {F16_MIN_COMPILE_ARCH} or newer to compile, got arch {arch}"
         )
     kernel = kernel_plan(block)
     name = kernel_name(kernel, fusion)

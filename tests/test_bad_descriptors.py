@@ -92,7 +92,9 @@ CASES = [
      DescriptorError, r"A element size \(16 bytes\)"),
     # 8. SM
     ("sm 86", lambda: SM(86), DescriptorError, r"did you mean SM\(860\)\?"),
-    ("sm 500", lambda: SM(500), DescriptorError, r"must be one of \[700, 720, 750, 800, 860, 870, 890, 900\], got 500"),
+    ("sm 500", lambda: SM(500), DescriptorError,
+     r"must be one of \[750, 800, 860, 870, 890, 900, 1000, 1010, 1030, 1100, 1200, 1210\], got 500"),
+    ("sm 700", lambda: SM(700), DescriptorError, r"got 700 \(Volta and Xavier: CUDA 13's NVRTC and cuBLASDx 0.7"),
     ("sm 0", lambda: SM(0), DescriptorError, r"got 0"),
     # 9. block dim
     ("block dim 16", lambda: BlockDim(16), DescriptorError, r"has 16 threads; a block GEMM needs 32 <= x\*y\*z <= 1024"),
@@ -146,7 +148,7 @@ CASES = [
      UnsupportedError,
      r"over SM 750's limit of 65536 bytes"),
     # 13. NVRTC arch
-    ("arch the installed nvrtc lacks", lambda: (Size(8, 8, 8) + SM(700) + Block()).compile(arch=710), UnsupportedError,
+    ("arch the installed nvrtc lacks", lambda: (Size(8, 8, 8) + SM(750) + Block()).compile(arch=710), UnsupportedError,
      r"NVRTC \d+\.\d+ cannot compile for SM 710; it supports \["),
     ("arch older than the descriptor", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=800), UnsupportedError,
      r"arch 800 is older than the descriptor's SM\(900\)"),
@@ -179,3 +181,30 @@ def test_error_hierarchy_matches_design():
     assert issubclass(IncompleteDescriptorError, DescriptorError) and issubclass(UnsupportedError, DescriptorError)
     assert issubclass(ArgumentError, BlasdxError) and issubclass(ArgumentError, ValueError)
     assert issubclass(CompileError, RuntimeError) and issubclass(DeviceError, RuntimeError)
+
+
+def test_an_sm_the_installed_nvrtc_cannot_target_is_refused_when_built(monkeypatch):
+    """SM() asks NVRTC (blasdx.arch.nvrtc_targets, which blasdx.compiler sets) and names both
+    versions; here an NVRTC 12.8 that stops at SM 900."""
+    import blasdx.arch
+
+    monkeypatch.setattr(blasdx.arch, "nvrtc_targets", lambda: ((12, 8), (750, 800, 860, 870, 890, 900)))
+    with pytest.raises(DescriptorError, match=r"the installed NVRTC 12\.8 cannot compile for SM 1000; it targets "
+                                              r"\[750, 800, 860, 870, 890, 900\]"):
+        SM(1000)
+    with pytest.raises(DescriptorError, match=r"SM 1010 is Thor's name before CUDA 13"):
+        SM(1010)
+    assert SM(900).value == 900
+    monkeypatch.setattr(blasdx.arch, "nvrtc_targets", lambda: None)  # NVRTC not found: the compile checks
+    assert SM(1210).value == 1210
+
+
+def test_blackwell_sms_the_installed_nvrtc_targets_compile():
+    from blasdx import Block, Precision, Size
+    from blasdx.compiler import supported_archs
+
+    for sm in (1000, 1200):
+        if sm not in supported_archs():
+            pytest.skip(f"this NVRTC does not target SM {sm}")
+        desc = Size(32, 32, 32) + Precision("float16", "float16", "float32") + SM(sm) + Block()
+        assert desc.compile(arch=sm).cubin

@@ -25,17 +25,17 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 
 # (precisions, complex, arrangement, size, SM of the algorithm)
 MATRIX = [
-    (("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 700),
+    (("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 750),
     (("float16", "float16", "float16"), False, "ccc", (30, 31, 33), 750),
     (("bfloat16", "bfloat16", "float32"), False, "rrr", (32, 32, 32), 800),
     (("tfloat32", "tfloat32", "float32"), False, "crc", (13, 5, 7), 800),
-    (("float32", "float32", "float32"), False, "rcc", (64, 64, 64), 700),
+    (("float32", "float32", "float32"), False, "rcc", (64, 64, 64), 750),
     (("float64", "float64", "float64"), False, "ccr", (16, 16, 16), 800),
     (("int8", "int8", "int32"), False, "rcr", (64, 32, 64), 800),
     (("uint8", "uint8", "uint32"), False, "ccc", (8, 16, 32), 800),
     (("float8_e4m3", "float8_e5m2", "float32"), False, "rcr", (64, 64, 64), 890),
-    (("int16", "int16", "int64"), False, "rrc", (16, 16, 16), 700),
-    (("float16", "float16", "float16"), True, "rcr", (16, 16, 16), 700),
+    (("int16", "int16", "int64"), False, "rrc", (16, 16, 16), 750),
+    (("float16", "float16", "float16"), True, "rcr", (16, 16, 16), 750),
     (("float64", "float64", "float64"), True, "crr", (8, 16, 32), 800),
     (("int4", "uint4", "int32"), False, "rcr", (64, 32, 128), 750),
     (("binary", "binary", "int32"), False, "rcc", (32, 64, 256), 800),
@@ -164,7 +164,7 @@ def test_source_is_identical_in_two_processes():
 
 def test_kernel_name_is_readable_and_deterministic():
     desc = describe(*MATRIX[0])
-    assert desc.plan.kernel_name.startswith("blasdx_gemm_sm700_f16f16f32_64x64x64_rcr_t64_")
+    assert desc.plan.kernel_name.startswith("blasdx_gemm_sm750_f16f16f32_64x64x64_rcr_t64_")
     assert desc.plan.kernel_name == describe(*MATRIX[0]).plan.kernel_name
     assert desc.replace(BlockDim(128)).plan.kernel_name != desc.plan.kernel_name
 

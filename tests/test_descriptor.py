@@ -30,7 +30,7 @@ from blasdx.describe.operators import Operator
 OPERATORS = [
     Size(64, 32, 16), Size(8, 16), Precision("float16", "float16", "float32"), Precision("int8", "int8", "int32"),
     Type("complex"), Function("MM"), Arrangement("col_major", "row_major", "row_major"),
-    LeadingDimension(70, 40, 80), Alignment(16, 8, 4), SM(900), SM(700), Block(), BlockDim(16, 8, 2),
+    LeadingDimension(70, 40, 80), Alignment(16, 8, 4), SM(900), SM(750), Block(), BlockDim(16, 8, 2),
 ]
 
 
@@ -156,7 +156,7 @@ def test_suggested_block_dim_formula():
     assert (fma + Block()).plan.tile_m == 8 and (fma + Block()).plan.group_m == 4
     assert (Size(32, 32, 32) + Precision("float32") + SM(900)).suggested_block_dim == (64, 1, 1)  # 16 each
     assert (Size(60, 64, 64) + Precision("float32") + SM(900)).suggested_block_dim == (256, 1, 1)  # m % 8: 4x4
-    assert (Size(64, 64, 64) + Precision("float64") + SM(700)).suggested_block_dim == (256, 1, 1)
+    assert (Size(64, 64, 64) + Precision("float64") + SM(750)).suggested_block_dim == (256, 1, 1)
     # float32 A and B with a 16-bit C: the same 8x4 micro-tiles; a float64 C accumulates in double: 4x4.
     assert (Size(64, 64, 64) + Precision("float32", "float32", "float16") + SM(900)).suggested_block_dim == (128, 1, 1)
     assert (Size(64, 64, 64) + Precision("float32", "float32", "float64") + SM(900)).suggested_block_dim == (256, 1, 1)
@@ -185,7 +185,8 @@ def test_largest_fitting_size_passes_and_the_next_raises():
         _ = (Size(128, 128, 192) + Precision("float32") + SM(900) + Block()).shared_memory_size
 
 
-@pytest.mark.parametrize("sm,limit_kib", [(700, 96), (750, 64), (800, 163), (860, 99), (870, 163), (890, 99), (900, 227)])
+@pytest.mark.parametrize("sm,limit_kib", [(750, 64), (800, 163), (860, 99), (870, 163), (890, 99), (900, 227), (1000, 227),
+                                          (1030, 227), (1100, 227), (1200, 99), (1210, 99)])
 def test_shared_memory_limit_per_sm(sm, limit_kib):
     fits = Size(64, 64, 64) + Precision("float64") + SM(sm)
     need = fits.shared_memory_size  # 96 KiB
@@ -197,7 +198,10 @@ def test_shared_memory_limit_per_sm(sm, limit_kib):
 
 
 @pytest.mark.parametrize("prec,sm,instr", [
-    (("float16", "float16", "float32"), 700, "mma_f16"),
+    (("float16", "float16", "float32"), 750, "mma_f16"),
+    (("float16", "float16", "float32"), 1000, "mma_f16"),
+    (("float64", "float64", "float64"), 1200, "mma_f64_m16n8k8"),
+    (("float8_e4m3", "float8_e4m3", "float32"), 1200, "mma_fp8"),
     (("float16", "float16", "float16"), 900, "mma_f16"),
     (("bfloat16", "bfloat16", "float32"), 750, "fma"),
     (("bfloat16", "bfloat16", "float32"), 800, "mma_bf16"),

@@ -4,6 +4,7 @@ This package sees text only (source, arch, options), never a descriptor or a pla
 its cache key covers all that NVRTC consumes.
 """
 
+from .. import arch
 from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
 from .nvrtc import (
     CompiledKernel,
@@ -11,10 +12,13 @@ from .nvrtc import (
     compile_source,
     header_identity,
     include_dirs,
+    known_targets,
     nvrtc_version,
     options_for,
     supported_archs,
 )
+
+arch.nvrtc_targets = known_targets  # SM() refuses what this NVRTC cannot compile for
 
 __all__ = ["DEFAULT_CACHE", "Entry", "KernelCache", "make_key", "CompiledKernel", "check_arch", "compile_source",
            "header_identity", "include_dirs", "nvrtc_version", "options_for", "supported_archs"]

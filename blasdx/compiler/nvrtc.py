@@ -159,6 +159,14 @@ def check_arch(arch: int) -> None:
         )
 
 
+def known_targets() -> tuple[tuple[int, int], tuple[int, ...]] | None:
+    """((major, minor), SMs) of NVRTC where its library loads directly, else None (asking
+    CuPy's binding would import CuPy: the compile checks the arch then)."""
+    if _library() is None:
+        return None
+    return nvrtc_version(), supported_archs()
+
+
 def options_for(arch: int, extra: Iterable[str] = ()) -> tuple[str, ...]:
     return (f"-arch=sm_{arch // 10}", *BASE_OPTIONS, *(f"-I{d}" for d in include_dirs()), *extra)
 

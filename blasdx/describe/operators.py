@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from .. import arch
 from ..arch import SUPPORTED_SMS
 from ..errors import DescriptorError
 from .precision import normalize_precision
@@ -308,7 +309,8 @@ MaxAlignment = Alignment(16, 16, 16)
 
 
 class SM(Operator):
-    """SM(cc): the architecture whose algorithm to use, as 700, 800, 900..."""
+    """SM(cc): the architecture whose algorithm to use, as 750, 800, 900, 1000...: one that
+    cuBLASDx 0.7 accepts and the installed NVRTC can compile for."""
 
     kind: ClassVar[str] = "SM"
 
@@ -324,7 +326,16 @@ class SM(Operator):
             hint = ""
             if v * 10 in SUPPORTED_SMS:
                 hint = f" (did you mean SM({v * 10})?)"
+            elif v in (700, 720):
+                hint = " (Volta and Xavier: CUDA 13's NVRTC and cuBLASDx 0.7 no longer target them)"
             raise ValueError(f"must be one of {list(SUPPORTED_SMS)}, got {v}{hint}")
+        targets = arch.nvrtc_targets()
+        if targets is not None and v not in targets[1]:
+            (major, minor), archs = targets
+            thor = " (SM 1010 is Thor's name before CUDA 13; NVRTC 13 calls it SM 1100)" if v == 1010 else ""
+            raise ValueError(f"the installed NVRTC {major}.{minor} cannot compile for SM {v}; it targets "
+                             f"{[a for a in archs if a in SUPPORTED_SMS]}{thor}. Use one of those, or install "
+                             f"an NVRTC (nvidia-cuda-nvrtc) that targets SM {v}")
         return v
 
 

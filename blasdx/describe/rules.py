@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..arch import BIT_AND_MIN_SM, PACKED_MIN_SM, shared_memory_limit
+from ..arch import BIT_AND_MIN_SM, shared_memory_limit
 from ..errors import DescriptorError, UnsupportedError
 from .operators import Operator
 from .precision import PRECISIONS, PrecisionInfo
@@ -192,16 +192,6 @@ def _check_packed_leading_dimension(ops: Mapping[str, Operator]) -> None:
             )
 
 
-def _check_packed_sm(ops: Mapping[str, Operator]) -> None:
-    found, sm = _packed(ops), ops.get("SM")
-    if found is not None and sm is not None and sm.value < PACKED_MIN_SM:  # type: ignore[attr-defined]
-        raise UnsupportedError(
-            f"{found[3]} needs the 4-bit/1-bit tensor-core instructions of SM 75 or newer, but the "
-            f"descriptor says {sm!r} and there is no FMA path for packed values; use SM(750) or newer, "
-            f"or unpack to int8 (blasdx.unpack)"
-        )
-
-
 def _check_bit_and_sm(ops: Mapping[str, Operator]) -> None:
     a, b, _, _ = _precisions(ops)
     bit_op, sm = ops.get("BitOp"), ops.get("SM")
@@ -302,7 +292,6 @@ RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[s
     (_check_packed_arrangement, lambda ops: "Precision" in ops and _has_arrangement(ops)),
     (_check_packed_k, _has("Precision", "Size")),
     (_check_packed_leading_dimension, _has("Precision", "Size", "LeadingDimension")),
-    (_check_packed_sm, _has("Precision", "SM")),
     (_check_bit_and_sm, _has("Precision", "BitOp", "SM")),
     (_check_precision_kinds, _has("Precision")),
     (_check_signed_accumulator, _has("Precision")),

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_191ebd7d
+// blasdx block GEMM blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_9821e60a
 //   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -8,29 +8,29 @@
 // c_store a scalar_t; c_store may instead take (row, col, x).
 namespace blasdx_block_gemm {
 
-using a_t = blasdx::complex<__half>;
-using b_t = blasdx::complex<__half>;
-using c_t = blasdx::complex<__half>;
-using scalar_t = blasdx::complex<float>;  // alpha and beta
-using acc_t = blasdx::complex<float>;  // accumulator
+using a_t = short;
+using b_t = short;
+using c_t = long long;
+using scalar_t = long long;  // alpha and beta
+using acc_t = long long;  // accumulator
 
 constexpr int m = 16, n = 16, k = 16;
-constexpr int lda = 20, ldb = 20, ldc = 16;  // in shared memory
+constexpr int lda = 24, ldb = 24, ldc = 18;  // in shared memory
 constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 2560;
-constexpr unsigned a_offset = 0, b_offset = 1280, c_offset = 2560;
-constexpr unsigned a_size = 320, b_size = 320, c_size = 256;  // elements
+constexpr unsigned shared_memory_size = 3840;
+constexpr unsigned a_offset = 0, b_offset = 768, c_offset = 1536;
+constexpr unsigned a_size = 384, b_size = 384, c_size = 288;  // elements
 
-// Element (r, c) of each matrix (row_major A, col_major B, row_major C).
+// Element (r, c) of each matrix (row_major A, row_major B, col_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
-__device__ __forceinline__ int b_index(int r, int c) { return r + c * ldb; }
-// C(r, c) of a row_major C with leading dimension ld: an int in shared memory, a long long
+__device__ __forceinline__ int b_index(int r, int c) { return r * ldb + c; }
+// C(r, c) of a col_major C with leading dimension ld: an int in shared memory, a long long
 // where C may be a view of a large matrix in global memory.
 template <class Index>
-__device__ __forceinline__ Index c_element(int r, int c, Index ld) { return r * ld + c; }
+__device__ __forceinline__ Index c_element(int r, int c, Index ld) { return r + c * ld; }
 __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ldc); }
 
 // Block-cooperative copies between global memory (global_ld*, or a leading dimension given
@@ -40,44 +40,44 @@ __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ld
 // never leading-dimension padding. With a run-time leading dimension, the copies move
 // the widest vectors that it and the pointer allow, else one element at a time.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<16, 64, 4, threads, false>(global, 64, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 2, threads, false>(global, 32, shared, 48, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
-  const long long ld_bytes = ld / 1 * 4;
-  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  const long long ld_bytes = ld / 1 * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
   else
-    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<16, 64, 4, threads, false>(global, 64, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 2, threads, false>(global, 32, shared, 48, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
-  const long long ld_bytes = ld / 1 * 4;
-  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  const long long ld_bytes = ld / 1 * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
   else
-    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<16, 64, 4, threads, false>(global, 64, shared, 64, blasdx::thread_rank());
+  blasdx::copy_runs<16, 128, 8, threads, false>(global, 128, shared, 144, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
-  const long long ld_bytes = ld / 1 * 4;
-  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 64, blasdx::thread_rank());
+  const long long ld_bytes = ld / 1 * 8;
+  if (ld_bytes % 8 == 0 && reinterpret_cast<unsigned long long>(global) % 8 == 0)
+    blasdx::copy_runs<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
   else
-    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 64, blasdx::thread_rank());
+    blasdx::copy_runs<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<16, 64, 4, threads, false>(shared, 64, global, 64, blasdx::thread_rank());
+  blasdx::copy_runs<16, 128, 8, threads, false>(shared, 144, global, 128, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long long ld) {
-  const long long ld_bytes = ld * 4;
-  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<16, 64, 4, threads, false>(shared, 64, global, ld_bytes, blasdx::thread_rank());
+  const long long ld_bytes = ld * 8;
+  if (ld_bytes % 8 == 0 && reinterpret_cast<unsigned long long>(global) % 8 == 0)
+    blasdx::copy_runs<16, 128, 8, threads, false>(shared, 144, global, ld_bytes, blasdx::thread_rank());
   else
-    blasdx::copy_runs<16, 64, 4, threads, false>(shared, 64, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<16, 128, 8, threads, false>(shared, 144, global, ld_bytes, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -192,49 +192,6 @@ __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const wo
   for_each_element(at, [&](int i, int j, int r, int col) { update_c(c, ld, r, col, acc[i][j], alpha, beta, c_load, c_store); });
 }
 
-// C in global memory, 16 bytes at a time along C's rows where the micro-tile is
-// whole (not here: C is not float with 16-byte aligned runs), else element by element.
-constexpr bool c_vector = false;
-// A 16-byte group of C runs along C's contiguous dimension: (i, j + q) or (i + q, j), q < 4.
-constexpr int c_di = 0, c_dj = 1;
-using tile_c = c_t[tile_m][tile_n];
-
-// Calls f(i, j, p) for each 16-byte group of a whole micro-tile: cv[i + q * c_di][j + q * c_dj]
-// for q < 4 live at p[q] in global memory.
-template <class T, class F>
-__device__ __forceinline__ void for_each_vector(T* gc, tile_position at, const F& f) {
-#pragma unroll
-  for (int i = 0; i < tile_m; i += 1 + 3 * c_di)
-#pragma unroll
-    for (int j = 0; j < tile_n; j += 1 + 3 * c_dj) f(i, j, gc + c_element(tile_row(at.m0, i), tile_col(at.n0, j), static_cast<long long>(global_ldc)));
-}
-
-__device__ __forceinline__ void load_tile_c(tile_c& cv, const worker&, tile_position at, const c_t* gc) {
-  if (c_vector && whole_tile(at)) {
-  } else {
-#pragma unroll
-    for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-      for (int j = 0; j < tile_n; ++j) cv[i][j] = blasdx::zero<c_t>();
-    for_each_element(at, [&](int i, int j, int r, int col) { cv[i][j] = gc[c_element(r, col, static_cast<long long>(global_ldc))]; });
-  }
-}
-
-template <class CLoad, class CStore>
-__device__ __forceinline__ void store_tile_c(const tile_accumulator& acc, tile_c& cv, const worker&, tile_position at,
-                                             c_t* gc, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
-                                             const CStore& c_store) {
-#pragma unroll
-  for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-    for (int j = 0; j < tile_n; ++j)
-      cv[i][j] = epilogue(tile_row(at.m0, i), tile_col(at.n0, j), acc[i][j], cv[i][j], alpha, beta, c_load, c_store);
-  if (c_vector && whole_tile(at)) {
-  } else {
-    for_each_element(at, [&](int i, int j, int r, int col) { gc[c_element(r, col, static_cast<long long>(global_ldc))] = cv[i][j]; });
-  }
-}
-
 // --- Entry points, the same for every path ------------------------------------------------
 // The path above defines: workers (the threads that take part) and tile_threads (threads
 // per tile: a warp or one thread); tile_accumulator (a tile's products in acc_value_t,
@@ -264,37 +221,13 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   __syncthreads();
 }
 
-// For the batched kernel: the same GEMM with C in global memory (leading dimension
-// global_ldc). Each thread reads its part of C into registers before its products (the
-// loads overlap them) and writes the results straight back. No barrier at the end: the
-// caller synchronizes.
-template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
-          class CStore = blasdx::identity>
-__device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
-                                                 c_t* gc, const ALoad& a_load = {}, const BLoad& b_load = {},
-                                                 const CLoad& c_load = {}, const CStore& c_store = {}) {
-  const int rank = blasdx::thread_rank();
-  if (rank >= workers) return;
-  const worker w(rank);
-  const bool read_c = !blasdx::is_zero(beta);
-  for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
-    const tile_position at = tile_origin(tile);
-    tile_c cv;
-    if (read_c) load_tile_c(cv, w, at, gc);
-    tile_accumulator acc;
-    zero_tile(acc);
-    multiply_tile(acc, w, at, sa, sb, a_load, b_load);
-    store_tile_c(acc, cv, w, at, gc, alpha, beta, c_load, c_store);
-  }
-}
-
 // --- Accumulators in registers: the device API ---------------------------------------------
 //   accumulator acc = make_accumulator();  // zero, per thread
 //   multiply(sa, sb, acc);                 // acc += op(A) * op(B) from shared memory; again over a K loop
 //   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
-// C may be in shared or global memory (row_major, leading dimension ldc). Who owns what:
+// C may be in shared or global memory (col_major, leading dimension ldc). Who owns what:
 // thread t of the first 32 takes micro-tiles t, t + 32, ... of 2x2 outputs
 // (64 in all). A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
 // goes in C. Values outside m x n, and all values of threads past the first 32 threads, are not
@@ -371,7 +304,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm700_cf16f16f16_16x16x16_rcr_t32_191ebd7d(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_9821e60a(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -381,6 +314,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     unsigned char* base = smem + stage * shared_memory_size;
     load_a(static_cast<const a_t*>(a) + item * stride_a, reinterpret_cast<a_t*>(base + a_offset));
     load_b(static_cast<const b_t*>(b) + item * stride_b, reinterpret_cast<b_t*>(base + b_offset));
+    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(base + c_offset));
     blasdx::copy_commit();
   };
   int stage = 0;
@@ -390,8 +324,9 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     unsigned char* base = smem + stage * shared_memory_size;
     a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
     b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
-    c_t* sc = static_cast<c_t*>(c) + item * stride_c;  // C stays in global memory (execute_global_c)
-    execute_global_c(alpha, sa, sb, beta, sc);
+    c_t* sc = reinterpret_cast<c_t*>(base + c_offset);
+    execute(alpha, sa, sb, beta, sc);
+    store_c(sc, static_cast<c_t*>(c) + item * stride_c);
     __syncthreads();  // every thread is done with this stage before it is loaded again
     if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }

@@ -1,36 +1,36 @@
-// blasdx block GEMM blasdx_gemm_sm700_f32f32f32_64x64x64_rcc_t128_4fe35ac7
-//   64x64x64, fma, 128 threads
+// blasdx block GEMM blasdx_gemm_sm750_cf16f16f16_16x16x16_rcr_t32_5b687c49
+//   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
-// shared memory, computed by the first 128 threads of the block (in thread-rank
+// shared memory, computed by the first 32 threads of the block (in thread-rank
 // order); every thread of the block must call execute(). beta == 0 ignores C; alpha == 0
 // ignores A and B. The hooks are optional functors: a_load/b_load take and return the
 // element in blasdx::compute<a_t/b_t>::type (float for 16- and 8-bit floats), c_load and
 // c_store a scalar_t; c_store may instead take (row, col, x).
 namespace blasdx_block_gemm {
 
-using a_t = float;
-using b_t = float;
-using c_t = float;
-using scalar_t = float;  // alpha and beta
-using acc_t = float;  // accumulator
+using a_t = blasdx::complex<__half>;
+using b_t = blasdx::complex<__half>;
+using c_t = blasdx::complex<__half>;
+using scalar_t = blasdx::complex<float>;  // alpha and beta
+using acc_t = blasdx::complex<float>;  // accumulator
 
-constexpr int m = 64, n = 64, k = 64;
-constexpr int lda = 68, ldb = 68, ldc = 68;  // in shared memory
-constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
-constexpr unsigned block_dim_x = 128, block_dim_y = 1, block_dim_z = 1;
-constexpr int threads = 128;
+constexpr int m = 16, n = 16, k = 16;
+constexpr int lda = 20, ldb = 20, ldc = 16;  // in shared memory
+constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
+constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
+constexpr int threads = 32;
 // Bytes of shared memory for A, B and C placed one after another at these offsets.
-constexpr unsigned shared_memory_size = 52224;
-constexpr unsigned a_offset = 0, b_offset = 17408, c_offset = 34816;
-constexpr unsigned a_size = 4352, b_size = 4352, c_size = 4352;  // elements
+constexpr unsigned shared_memory_size = 2560;
+constexpr unsigned a_offset = 0, b_offset = 1280, c_offset = 2560;
+constexpr unsigned a_size = 320, b_size = 320, c_size = 256;  // elements
 
-// Element (r, c) of each matrix (row_major A, col_major B, col_major C).
+// Element (r, c) of each matrix (row_major A, col_major B, row_major C).
 __device__ __forceinline__ int a_index(int r, int c) { return r * lda + c; }
 __device__ __forceinline__ int b_index(int r, int c) { return r + c * ldb; }
-// C(r, c) of a col_major C with leading dimension ld: an int in shared memory, a long long
+// C(r, c) of a row_major C with leading dimension ld: an int in shared memory, a long long
 // where C may be a view of a large matrix in global memory.
 template <class Index>
-__device__ __forceinline__ Index c_element(int r, int c, Index ld) { return r + c * ld; }
+__device__ __forceinline__ Index c_element(int r, int c, Index ld) { return r * ld + c; }
 __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ldc); }
 
 // Block-cooperative copies between global memory (global_ld*, or a leading dimension given
@@ -40,44 +40,44 @@ __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ld
 // never leading-dimension padding. With a run-time leading dimension, the copies move
 // the widest vectors that it and the pointer allow, else one element at a time.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<64, 256, 4, threads, false>(global, 256, shared, 272, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 4, threads, false>(global, 64, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
   if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<64, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
   else
-    blasdx::copy_runs<64, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<64, 256, 4, threads, false>(global, 256, shared, 272, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 4, threads, false>(global, 64, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
   if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<64, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
   else
-    blasdx::copy_runs<64, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<64, 256, 4, threads, false>(global, 256, shared, 272, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 4, threads, false>(global, 64, shared, 64, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
   if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<64, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 64, blasdx::thread_rank());
   else
-    blasdx::copy_runs<64, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(global, ld_bytes, shared, 64, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<64, 256, 4, threads, false>(shared, 272, global, 256, blasdx::thread_rank());
+  blasdx::copy_runs<16, 64, 4, threads, false>(shared, 64, global, 64, blasdx::thread_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long long ld) {
   const long long ld_bytes = ld * 4;
   if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<64, 256, 4, threads, false>(shared, 272, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(shared, 64, global, ld_bytes, blasdx::thread_rank());
   else
-    blasdx::copy_runs<64, 256, 4, threads, false>(shared, 272, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<16, 64, 4, threads, false>(shared, 64, global, ld_bytes, blasdx::thread_rank());
 }
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
 
@@ -102,15 +102,12 @@ __device__ __forceinline__ void update_c(c_t* c, Index ld, int r, int col, const
   *p = epilogue(r, col, acc, old, alpha, beta, c_load, c_store);
 }
 
-// FMA: each thread accumulates 8x4 outputs in acc_t.
-constexpr int tile_m = 8, tile_n = 4, tiles_m = 8, tiles_n = 16;
-// A micro-tile's rows come in groups of group_m that lie m / (tile_m / group_m) apart, and
-// its columns in groups of group_n n / (tile_n / group_n) apart: a warp's loads of one
-// group then fall in different banks, which whole 8x4 blocks would not.
-constexpr int group_m = 4, group_n = 4;
+// FMA: each thread accumulates 2x2 outputs in acc_t.
+constexpr int tile_m = 2, tile_n = 2, tiles_m = 8, tiles_n = 8;
+constexpr int group_m = 2, group_n = 2;
 __device__ __forceinline__ int tile_row(int m0, int i) { return m0 + i % group_m + (i / group_m) * (m / (tile_m / group_m)); }
 __device__ __forceinline__ int tile_col(int n0, int j) { return n0 + j % group_n + (j / group_n) * (n / (tile_n / group_n)); }
-constexpr int tiles = 128;
+constexpr int tiles = 64;
 
 template <class Op> __device__ __forceinline__ acc_t load_a(const a_t* sa, int r, int c, const Op& op) {
   return (blasdx::convert<acc_t>(blasdx::apply_load(op, sa[a_index(r, c)])));
@@ -119,36 +116,6 @@ template <class Op> __device__ __forceinline__ acc_t load_b(const b_t* sb, int r
   return (blasdx::convert<acc_t>(blasdx::apply_load(op, sb[b_index(r, c)])));
 }
 
-// float micro-tiles whole inside m and n take four steps of k at a time with 16-byte
-// shared-memory loads along whichever of the tile's dimensions (or k) is contiguous:
-// 8 loads per 64 FMA instead of 32. Needs lda, ldb multiples of 4 (checked here) and
-// 16-byte aligned A and B (checked at run time); the rest takes the scalar loop below.
-constexpr int kv = 4;
-__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-template <class Op>
-__device__ __forceinline__ void load_a4(float (&av)[kv][tile_m], const a_t* sa, int m0, int kk, const Op& op) {
-#pragma unroll
-  for (int i = 0; i < tile_m; ++i) {  // row i of the tile, k .. k + 3
-    const float4 v = load4(sa + a_index(tile_row(m0, i), kk));
-    av[0][i] = v.x; av[1][i] = v.y; av[2][i] = v.z; av[3][i] = v.w;
-  }
-#pragma unroll
-  for (int q = 0; q < kv; ++q)
-#pragma unroll
-    for (int i = 0; i < tile_m; ++i) av[q][i] = blasdx::apply_load(op, av[q][i]);
-}
-template <class Op>
-__device__ __forceinline__ void load_b4(float (&bv)[kv][tile_n], const b_t* sb, int kk, int n0, const Op& op) {
-#pragma unroll
-  for (int j = 0; j < tile_n; ++j) {  // column j of the tile, k .. k + 3
-    const float4 v = load4(sb + b_index(kk, tile_col(n0, j)));
-    bv[0][j] = v.x; bv[1][j] = v.y; bv[2][j] = v.z; bv[3][j] = v.w;
-  }
-#pragma unroll
-  for (int q = 0; q < kv; ++q)
-#pragma unroll
-    for (int j = 0; j < tile_n; ++j) bv[q][j] = blasdx::apply_load(op, bv[q][j]);
-}
 
 constexpr int workers = threads, tile_threads = 1;
 using acc_value_t = acc_t;
@@ -193,21 +160,6 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
                                               const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
   const int m0 = at.m0, n0 = at.n0;
   int kk = 0;
-  // 16-byte loads need A and B 16-byte aligned.
-  const bool vector_ok = ((reinterpret_cast<unsigned long long>(sa) | reinterpret_cast<unsigned long long>(sb)) & 15) == 0;
-  if (vector_ok && whole_tile(at)) {
-    for (; kk + kv <= k; kk += kv) {
-      float av[kv][tile_m], bv[kv][tile_n];
-      load_a4(av, sa, m0, kk, a_load);
-      load_b4(bv, sb, kk, n0, b_load);
-#pragma unroll
-      for (int q = 0; q < kv; ++q)
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-          for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[q][i], bv[q][j], acc[i][j]);
-    }
-  }
   for (; kk < k; ++kk) {
     acc_t av[tile_m], bv[tile_n];
 #pragma unroll
@@ -240,6 +192,49 @@ __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const wo
   for_each_element(at, [&](int i, int j, int r, int col) { update_c(c, ld, r, col, acc[i][j], alpha, beta, c_load, c_store); });
 }
 
+// C in global memory, 16 bytes at a time along C's rows where the micro-tile is
+// whole (not here: C is not float with 16-byte aligned runs), else element by element.
+constexpr bool c_vector = false;
+// A 16-byte group of C runs along C's contiguous dimension: (i, j + q) or (i + q, j), q < 4.
+constexpr int c_di = 0, c_dj = 1;
+using tile_c = c_t[tile_m][tile_n];
+
+// Calls f(i, j, p) for each 16-byte group of a whole micro-tile: cv[i + q * c_di][j + q * c_dj]
+// for q < 4 live at p[q] in global memory.
+template <class T, class F>
+__device__ __forceinline__ void for_each_vector(T* gc, tile_position at, const F& f) {
+#pragma unroll
+  for (int i = 0; i < tile_m; i += 1 + 3 * c_di)
+#pragma unroll
+    for (int j = 0; j < tile_n; j += 1 + 3 * c_dj) f(i, j, gc + c_element(tile_row(at.m0, i), tile_col(at.n0, j), static_cast<long long>(global_ldc)));
+}
+
+__device__ __forceinline__ void load_tile_c(tile_c& cv, const worker&, tile_position at, const c_t* gc) {
+  if (c_vector && whole_tile(at)) {
+  } else {
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+      for (int j = 0; j < tile_n; ++j) cv[i][j] = blasdx::zero<c_t>();
+    for_each_element(at, [&](int i, int j, int r, int col) { cv[i][j] = gc[c_element(r, col, static_cast<long long>(global_ldc))]; });
+  }
+}
+
+template <class CLoad, class CStore>
+__device__ __forceinline__ void store_tile_c(const tile_accumulator& acc, tile_c& cv, const worker&, tile_position at,
+                                             c_t* gc, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                             const CStore& c_store) {
+#pragma unroll
+  for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+    for (int j = 0; j < tile_n; ++j)
+      cv[i][j] = epilogue(tile_row(at.m0, i), tile_col(at.n0, j), acc[i][j], cv[i][j], alpha, beta, c_load, c_store);
+  if (c_vector && whole_tile(at)) {
+  } else {
+    for_each_element(at, [&](int i, int j, int r, int col) { gc[c_element(r, col, static_cast<long long>(global_ldc))] = cv[i][j]; });
+  }
+}
+
 // --- Entry points, the same for every path ------------------------------------------------
 // The path above defines: workers (the threads that take part) and tile_threads (threads
 // per tile: a warp or one thread); tile_accumulator (a tile's products in acc_value_t,
@@ -269,16 +264,40 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
   __syncthreads();
 }
 
+// For the batched kernel: the same GEMM with C in global memory (leading dimension
+// global_ldc). Each thread reads its part of C into registers before its products (the
+// loads overlap them) and writes the results straight back. No barrier at the end: the
+// caller synchronizes.
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
+          class CStore = blasdx::identity>
+__device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
+                                                 c_t* gc, const ALoad& a_load = {}, const BLoad& b_load = {},
+                                                 const CLoad& c_load = {}, const CStore& c_store = {}) {
+  const int rank = blasdx::thread_rank();
+  if (rank >= workers) return;
+  const worker w(rank);
+  const bool read_c = !blasdx::is_zero(beta);
+  for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
+    const tile_position at = tile_origin(tile);
+    tile_c cv;
+    if (read_c) load_tile_c(cv, w, at, gc);
+    tile_accumulator acc;
+    zero_tile(acc);
+    multiply_tile(acc, w, at, sa, sb, a_load, b_load);
+    store_tile_c(acc, cv, w, at, gc, alpha, beta, c_load, c_store);
+  }
+}
+
 // --- Accumulators in registers: the device API ---------------------------------------------
 //   accumulator acc = make_accumulator();  // zero, per thread
 //   multiply(sa, sb, acc);                 // acc += op(A) * op(B) from shared memory; again over a K loop
 //   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
-// C may be in shared or global memory (col_major, leading dimension ldc). Who owns what:
-// thread t of the first 128 takes micro-tiles t, t + 128, ... of 8x4 outputs
-// (128 in all). A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
-// goes in C. Values outside m x n, and all values of threads past the first 128 threads, are not
+// C may be in shared or global memory (row_major, leading dimension ldc). Who owns what:
+// thread t of the first 32 takes micro-tiles t, t + 32, ... of 2x2 outputs
+// (64 in all). A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
+// goes in C. Values outside m x n, and all values of threads past the first 32 threads, are not
 // part of C: acc.in_bounds(i) is false for them, load leaves them zero, store skips them.
 // multiply, load and store do not synchronize: call __syncthreads() before other threads read
 // what store wrote to shared memory, or before A and B in shared memory are overwritten.
@@ -352,7 +371,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm700_f32f32f32_64x64x64_rcc_t128_4fe35ac7(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_cf16f16f16_16x16x16_rcr_t32_5b687c49(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -362,7 +381,6 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     unsigned char* base = smem + stage * shared_memory_size;
     load_a(static_cast<const a_t*>(a) + item * stride_a, reinterpret_cast<a_t*>(base + a_offset));
     load_b(static_cast<const b_t*>(b) + item * stride_b, reinterpret_cast<b_t*>(base + b_offset));
-    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(base + c_offset));
     blasdx::copy_commit();
   };
   int stage = 0;
@@ -372,9 +390,8 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     unsigned char* base = smem + stage * shared_memory_size;
     a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
     b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
-    c_t* sc = reinterpret_cast<c_t*>(base + c_offset);
-    execute(alpha, sa, sb, beta, sc);
-    store_c(sc, static_cast<c_t*>(c) + item * stride_c);
+    c_t* sc = static_cast<c_t*>(c) + item * stride_c;  // C stays in global memory (execute_global_c)
+    execute_global_c(alpha, sa, sb, beta, sc);
     __syncthreads();  // every thread is done with this stage before it is loaded again
     if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }
