@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import re
 
+# How to get CuPy, NVRTC and the CUDA headers: the install extras (pyproject.toml).
+INSTALL_HINT = "pip install 'blasdx[cu13]' (CUDA 13, driver 580+) or 'blasdx[cu12]' (CUDA 12, driver 525+)"
+
 
 class BlasdxError(Exception):
     """Base class of every error blasdx raises on purpose."""

@@ -211,7 +211,8 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
         except cupy.cuda.driver.CUDADriverError:
             pass  # for one, no current context in this thread: the path below makes it current
     va, vb, vc = check_operands(block, a, b, c)
-    scalar(alpha, block, "alpha"), scalar(beta, block, "beta")  # ArgumentError before any compile
+    scalar(alpha, block, "alpha")  # ArgumentError before any compile
+    scalar(beta, block, "beta")
     bv = None if bias is None else bias_view(bias, vc)
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):

@@ -1,4 +1,4 @@
-"""Training with blasdx.torch.gemm: a batch of 256 independent linear layers (one weight
+"""Training with blasdx.pytorch.gemm: a batch of 256 independent linear layers (one weight
 matrix and bias per item, as in a mixture of small experts), relu(x @ W + b), fitted to a
 teacher of the same shape by Adam. The weights are float32 master copies cast to float16
 for the op (mixed precision: float16 operands, float32 accumulation and output); the
@@ -23,7 +23,7 @@ def main() -> None:
     try:
         import torch
 
-        import blasdx.torch as bt
+        import blasdx.pytorch as bt
     except ImportError:
         return print("torch training: needs PyTorch; not installed here, so not run")
     if not GPU or not torch.cuda.is_available():

@@ -1,4 +1,4 @@
-"""blasdx.torch.gemm on a GPU: gradcheck in float64, forward and backward against float64
+"""blasdx.pytorch.gemm on a GPU: gradcheck in float64, forward and backward against float64
 PyTorch for float16, bfloat16 and float32 within TESTING's bounds, torch.compile(fullgraph)
 against eager, and the no-grad path of epilogues without a derivative. Marked ``gpu``."""
 
@@ -10,7 +10,7 @@ from blasdx import SM, Arrangement, Block, Precision, Size
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
-bt = pytest.importorskip("blasdx.torch")
+bt = pytest.importorskip("blasdx.pytorch")
 
 EPILOGUES = {
     None: lambda z: z,

@@ -23,7 +23,7 @@ LAYERS = [
     ("blasdx.compiler",),
     ("blasdx.runtime",),
     ("blasdx.pipeline", "blasdx.packing"),
-    ("blasdx", "blasdx.__main__", "blasdx.torch"),
+    ("blasdx", "blasdx.__main__", "blasdx.pytorch"),
 ]
 # The one upward import: the Descriptor's doers call the pipeline (imported on first use).
 SEAM = ("blasdx.describe.descriptor", "blasdx.pipeline")

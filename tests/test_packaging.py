@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -51,21 +53,26 @@ def test_example_runs(script):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-README_EXAMPLE = """
-import cupy, numpy as np
-from blasdx import SM, Arrangement, Block, Precision, Size
-
-GEMM = (Size(64, 64, 64) + Precision("float16", "float16", "float32")
-        + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block())
-print(GEMM.explain())
-c = cupy.empty((1000, 64, 64), dtype=np.float32)
-"""
+def _readme_python() -> str:
+    """The README's Python examples, in order, as one module."""
+    return "\n".join(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S))
 
 
-def test_the_readme_example_type_checks(tmp_path):
+def test_the_readme_examples_type_check_with_mypy(tmp_path):
     """Operators take positional arguments for type checkers too (blasdx ships py.typed)."""
     api = pytest.importorskip("mypy.api")
-    example = tmp_path / "readme_example.py"
-    example.write_text(README_EXAMPLE)
+    example = tmp_path / "readme_examples.py"
+    example.write_text(_readme_python())
     out, err, status = api.run([str(example), "--ignore-missing-imports", "--no-incremental", "--follow-imports=silent"])
     assert status == 0, out + err
+
+
+def test_the_readme_examples_type_check_with_pyright(tmp_path):
+    pyright = shutil.which("pyright") or shutil.which("pyright", path=str(Path(sys.executable).parent))
+    if pyright is None:
+        pytest.skip("pyright is not installed (pip install '.[test]' installs it)")
+    example = tmp_path / "readme_examples.py"
+    example.write_text(_readme_python())
+    out = subprocess.run([pyright, "--pythonpath", sys.executable, str(example)], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr

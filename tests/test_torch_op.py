@@ -1,4 +1,4 @@
-"""blasdx.torch without a GPU: the op's descriptor argument, its fake implementation (the
+"""blasdx.pytorch without a GPU: the op's descriptor argument, its fake implementation (the
 output's shape, dtype and strides for every C arrangement), tracing forward and backward
 with torch.compile(fullgraph=True) on meta tensors, and the refusals raised before any
 work. Skipped where PyTorch is not installed."""
@@ -12,7 +12,7 @@ import pytest
 from blasdx import SM, ArgumentError, Arrangement, Block, BlockDim, LeadingDimension, Precision, Size, Type
 
 torch = pytest.importorskip("torch")
-bt = pytest.importorskip("blasdx.torch")
+bt = pytest.importorskip("blasdx.pytorch")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402 - after the skip
 
 ROW = Arrangement("row_major", "row_major", "row_major")

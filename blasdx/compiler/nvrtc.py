@@ -20,15 +20,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata as importlib_metadata
 from pathlib import Path
+from typing import Any
 
-from ..errors import CompileError, DeviceError, UnsupportedError
+from ..errors import INSTALL_HINT, CompileError, DeviceError, UnsupportedError
 from ..version import __version__
 from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
 
 logger = logging.getLogger("blasdx.compiler")
 
 BASE_OPTIONS: tuple[str, ...] = ("-std=c++17", "-DNDEBUG", "--device-int128")
-_HEADER_PACKAGES = ("nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl", "nvidia-cuda-nvrtc")
+_HEADER_PACKAGES = ("nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl", "nvidia-cuda-nvrtc",  # CUDA 13
+                    "nvidia-cuda-runtime-cu12", "nvidia-cuda-cccl-cu12", "nvidia-cuda-nvrtc-cu12")  # CUDA 12
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,12 @@ class CompiledKernel:
     options: tuple[str, ...]
 
 
-def _nvrtc():
+def _nvrtc() -> Any:
     try:
         from cupy.cuda import nvrtc
     except Exception as exc:  # noqa: BLE001 - any import failure means the same to a user
         raise DeviceError(
-            f"NVRTC is not available through CuPy ({exc}); install it with "
-            f"'pip install cupy-cuda13x nvidia-cuda-nvrtc'"
+            f"NVRTC is not available through CuPy ({exc}); {INSTALL_HINT}"
         ) from None
     return nvrtc
 
@@ -79,8 +80,7 @@ def nvrtc_version() -> tuple[int, int]:
         return tuple(nvrtc.getVersion())  # type: ignore[return-value]
     except Exception as exc:  # noqa: BLE001
         raise DeviceError(
-            f"NVRTC could not be loaded ({exc}); install it with 'pip install nvidia-cuda-nvrtc' "
-            f"(or set CUDA_PATH to a CUDA toolkit)"
+            f"NVRTC could not be loaded ({exc}); {INSTALL_HINT}, or set CUDA_PATH to a CUDA toolkit"
         ) from None
 
 
@@ -123,8 +123,7 @@ def include_dirs() -> tuple[str, ...]:
                 break
     if not any(Path(d, "cuda_fp16.h").is_file() for d in found):
         raise DeviceError(
-            "CUDA headers (cuda_fp16.h) not found; install them with "
-            "'pip install nvidia-cuda-runtime nvidia-cuda-crt nvidia-cuda-cccl' or set CUDA_PATH"
+            f"CUDA headers (cuda_fp16.h) not found; {INSTALL_HINT}, or set CUDA_PATH to a CUDA toolkit"
         )
     return tuple(found)
 

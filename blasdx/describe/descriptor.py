@@ -91,7 +91,7 @@ class Descriptor:
         self._ops: dict[str, Operator] = dict(sorted(ops.items(), key=lambda kv: _ORDER[kv[0]]))
         self._rules_hold = False  # every rule, defaults included: see _check_rules
         # The repr, made once: a plain attribute that torch.compile reads as a constant
-        # (blasdx.torch passes it to its op; operators' reprs are beyond its tracing).
+        # (blasdx.pytorch passes it to its op; operators' reprs are beyond its tracing).
         self._repr = " + ".join(repr(op) for op in self._ops.values())
 
     @classmethod

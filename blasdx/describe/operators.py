@@ -184,7 +184,7 @@ class Function(Operator):
     def _check(cls, v: object) -> str:
         if v != "MM":
             raise ValueError(f"must be 'MM' (matrix multiply), got {v!r}")
-        return v
+        return "MM"
 
 
 class BitOp(Operator):
@@ -332,7 +332,8 @@ class SM(Operator):
         targets = arch.nvrtc_targets()
         if targets is not None and v not in targets[1]:
             (major, minor), archs = targets
-            thor = " (SM 1010 is Thor's name before CUDA 13; NVRTC 13 calls it SM 1100)" if v == 1010 else ""
+            thor = {1010: " (SM 1010 is Thor's name before CUDA 13; NVRTC 13 calls it SM 1100)",
+                    1100: " (SM 1100 is Thor's name from CUDA 13; NVRTC 12 calls it SM 1010)"}.get(v, "")
             raise ValueError(f"the installed NVRTC {major}.{minor} cannot compile for SM {v}; it targets "
                              f"{[a for a in archs if a in SUPPORTED_SMS]}{thor}. Use one of those, or install "
                              f"an NVRTC (nvidia-cuda-nvrtc) that targets SM {v}")

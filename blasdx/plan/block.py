@@ -184,6 +184,7 @@ def _warp_tile(instr: Instruction, m: int, n: int, warps: int, acc_regs: int) ->
     """
     tm, tn = math.ceil(m / instr.m), math.ceil(n / instr.n)
     best: tuple[float, int, int] | None = None
+    choice = (1, 1)
     for pm in range(1, min(tm, 8) + 1):
         for pn in range(1, min(tn, 8) + 1):
             if pm * pn * acc_regs > MAX_WARP_ACCUMULATOR_REGS:

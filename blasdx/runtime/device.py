@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from ..compiler import supported_archs
-from ..errors import ArgumentError, DeviceError
+from ..errors import INSTALL_HINT, ArgumentError, DeviceError
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without raising its limit
@@ -26,7 +26,7 @@ def cupy_module() -> Any:
         try:
             import cupy
         except ImportError as exc:  # pragma: no cover - cupy is a dependency
-            raise DeviceError(f"CuPy is required to run kernels ({exc}); pip install cupy-cuda13x") from None
+            raise DeviceError(f"CuPy is required to run kernels ({exc}); {INSTALL_HINT}") from None
         _cupy_module = cupy
     return _cupy_module
 

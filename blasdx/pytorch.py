@@ -1,7 +1,7 @@
 """blasdx as a functional, differentiable PyTorch op (import it explicitly; it imports torch):
 
-    import blasdx.torch
-    out = blasdx.torch.gemm(GEMM, a, b, bias=bias, epilogue="relu")  # a new tensor
+    import blasdx.pytorch
+    out = blasdx.pytorch.gemm(GEMM, a, b, bias=bias, epilogue="relu")  # a new tensor
     out.sum().backward()                                             # a.grad, b.grad, bias.grad
 
 ``gemm`` computes ``epilogue(alpha * a @ b + beta * c + bias)`` into a new C tensor in
@@ -76,7 +76,7 @@ def _torch_dtype(precision: str, is_complex: bool) -> torch.dtype:
     dtype = getattr(torch, name, None) if name else None
     if not isinstance(dtype, torch.dtype):
         raise ArgumentError(
-            f"blasdx.torch.gemm has no PyTorch dtype for {'complex ' if is_complex else ''}{precision} "
+            f"blasdx.pytorch.gemm has no PyTorch dtype for {'complex ' if is_complex else ''}{precision} "
             f"output; use GEMM.execute() with a C you allocate"
         )
     return dtype
@@ -105,7 +105,7 @@ def _gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
     return out
 
 
-@_gemm.register_fake
+@torch.library.register_fake("blasdx::gemm")
 def _gemm_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float,
                beta: float, bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
     return _new_c(descriptor_from_key(descriptor), a)
@@ -203,7 +203,7 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     return None, da, db, dc, None, None, dbias, None
 
 
-_gemm.register_autograd(_backward, setup_context=_setup_context)
+torch.library.register_autograd("blasdx::gemm", _backward, setup_context=_setup_context)
 
 
 def check_differentiable(desc: Descriptor, epilogue: str) -> None:
@@ -211,12 +211,12 @@ def check_differentiable(desc: Descriptor, epilogue: str) -> None:
     epilogue=epilogue)``: a complex GEMM, an operand precision without a PyTorch float
     dtype, an epilogue without a derivative."""
     if desc.is_complex:
-        raise ArgumentError("blasdx.torch.gemm has no gradient for complex GEMMs yet; run it under "
+        raise ArgumentError("blasdx.pytorch.gemm has no gradient for complex GEMMs yet; run it under "
                             "torch.no_grad() or detach the inputs")
     for name, precision in zip("ab", desc.precision[:2]):
         if precision not in _DIFFERENTIABLE_PRECISIONS:
             raise ArgumentError(
-                f"blasdx.torch.gemm has no gradient for {name.upper()} in {precision}; the differentiable "
+                f"blasdx.pytorch.gemm has no gradient for {name.upper()} in {precision}; the differentiable "
                 f"precisions are {', '.join(_DIFFERENTIABLE_PRECISIONS)} (or run under torch.no_grad())")
     if (epilogue or "identity") not in DIFFERENTIABLE_EPILOGUES:
         raise ArgumentError(
@@ -234,7 +234,7 @@ def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
     if not isinstance(desc, Descriptor):
         raise ArgumentError(f"gemm's first argument is a blasdx descriptor, got {type(desc).__name__}")
     if epilogue is not None and not isinstance(epilogue, str):
-        raise ArgumentError(f"blasdx.torch.gemm takes the epilogue as a string (a built-in name or a C++ "
+        raise ArgumentError(f"blasdx.pytorch.gemm takes the epilogue as a string (a built-in name or a C++ "
                             f"expression of x), got {type(epilogue).__name__}")
     if c is None and beta != 0:
         raise ArgumentError(f"beta={beta} scales C, but no c was given; pass c or leave beta at 0")
