@@ -151,7 +151,7 @@ if sys.argv[1] == "forbid" and "cupy" in sys.modules:
 
 
 def _child(mode, cache_dir):
-    env = {**os.environ, "BLASDX_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "BLASDX_CACHE_DIR": str(cache_dir), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("BLASDX_DISABLE_DISK_CACHE", None)
     return subprocess.Popen([sys.executable, "-c", _CHILD, mode], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -47,7 +47,7 @@ def test_demo_runs_and_says_what_it_skipped():
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("[!_]*.py")))
 def test_example_runs(script):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True, cwd=ROOT,
                          env=env)
     assert out.returncode == 0, out.stdout + out.stderr
