@@ -23,7 +23,7 @@ LAYERS = [
     ("blasdx.compiler",),
     ("blasdx.runtime",),
     ("blasdx.pipeline", "blasdx.packing"),
-    ("blasdx", "blasdx.__main__", "blasdx.pytorch"),
+    ("blasdx", "blasdx.__main__", "blasdx.pytorch", "blasdx.dask_gemm"),
 ]
 # The one upward import: the Descriptor's doers call the pipeline (imported on first use).
 SEAM = ("blasdx.describe.descriptor", "blasdx.pipeline")

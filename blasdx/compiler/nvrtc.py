@@ -56,14 +56,24 @@ def _nvrtc() -> Any:
 
 
 @lru_cache(maxsize=1)
+def _pathfinder() -> Any:
+    """cuda.pathfinder (it finds NVRTC and the headers in pip wheels), imported on first
+    use; None where it is not installed."""
+    try:
+        import cuda.pathfinder as pathfinder
+    except ImportError:
+        return None
+    return pathfinder
+
+
+@lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL | None:
     """libnvrtc loaded directly, found as CuPy finds it (cuda-pathfinder): its version and
     targets cost ~6 ms this way, against ~100 ms to import CuPy. None where it is not
     found that way (CuPy's binding answers then)."""
+    pathfinder = _pathfinder()
     try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-
-        return ctypes.CDLL(load_nvidia_dynamic_lib("nvrtc").abs_path)
+        return None if pathfinder is None else ctypes.CDLL(pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path)
     except Exception:  # noqa: BLE001 - not found or not loadable: fall back to CuPy
         return None
 
@@ -101,18 +111,14 @@ def supported_archs() -> tuple[int, ...]:
 def include_dirs() -> tuple[str, ...]:
     """Header directories: CUDA runtime headers and CCCL, from wheels, then CUDA_PATH."""
     found: list[str] = []
-    try:
-        from cuda.pathfinder import find_nvidia_header_directory
-
-        for lib in ("cudart", "cccl"):
-            try:
-                path = find_nvidia_header_directory(lib)
-            except Exception:  # noqa: BLE001 - a missing wheel just means: try the fallbacks
-                path = None
-            if path and path not in found:
-                found.append(str(path))
-    except ImportError:
-        pass
+    pathfinder = _pathfinder()
+    for lib in ("cudart", "cccl") if pathfinder is not None else ():
+        try:
+            path = pathfinder.find_nvidia_header_directory(lib)
+        except Exception:  # noqa: BLE001 - a missing wheel just means: try the fallbacks
+            path = None
+        if path and path not in found:
+            found.append(str(path))
     if not any(Path(d, "cuda_fp16.h").is_file() for d in found):
         for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
             if root and Path(root, "include", "cuda_fp16.h").is_file():
