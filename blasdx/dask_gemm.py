@@ -78,7 +78,7 @@ def _as_arranged(x: Any, layout: str) -> Any:
     return cupy.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
 
 
-def _execute_chunk(a: Any, b: Any, *rest: Any, desc: Descriptor, has_c: bool, dtype: np.dtype, alpha: Any,
+def _execute_chunk(a: Any, b: Any, *rest: Any, desc: Descriptor, has_c: bool, c_dtype: np.dtype, alpha: Any,
                    beta: Any, options: dict) -> Any:
     """One batch chunk: a new C chunk from ``execute()`` on this worker's current GPU."""
     cupy = cupy_module()
@@ -86,9 +86,9 @@ def _execute_chunk(a: Any, b: Any, *rest: Any, desc: Descriptor, has_c: bool, dt
     if has_c:
         c = _as_arranged(rest[0], arrangement.c).copy()
     elif arrangement.c == "row_major":
-        c = cupy.empty((a.shape[0], desc.size.m, desc.size.n), dtype=dtype)
+        c = cupy.empty((a.shape[0], desc.size.m, desc.size.n), dtype=c_dtype)
     else:
-        c = cupy.empty((a.shape[0], desc.size.n, desc.size.m), dtype=dtype).transpose(0, 2, 1)
+        c = cupy.empty((a.shape[0], desc.size.n, desc.size.m), dtype=c_dtype).transpose(0, 2, 1)
     bias = options.get("bias")
     if bias is not None:
         options = {**options, "bias": cupy.asarray(bias)}
@@ -121,7 +121,7 @@ def execute(desc: Descriptor, a: da.Array, b: da.Array, c: da.Array | None = Non
     args: list[Any] = [a, "bik", b, "bkj"] + ([c, "bij"] if c is not None else [])
     return da.blockwise(_execute_chunk, "bij", *args, dtype=dtype, meta=meta, concatenate=True,
                         adjust_chunks={"i": (m,), "j": (n,)}, align_arrays=False,
-                        desc=desc, has_c=c is not None, alpha=alpha, beta=beta, options=options)
+                        desc=desc, has_c=c is not None, c_dtype=dtype, alpha=alpha, beta=beta, options=options)
 
 
 def _meta(dtype: np.dtype) -> Any:

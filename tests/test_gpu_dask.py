@@ -73,7 +73,10 @@ def test_a_local_cuda_cluster_spreads_the_batch_and_matches():
         a, b, c = host_operands(64, seed=1)
         got = dg.execute(GEMM, da.from_array(a, chunks=(8, -1, -1)), da.from_array(b, chunks=(8, -1, -1)),
                          epilogue="gelu").persist()
-        placed = client.who_has(got)
+        from distributed import futures_of, wait
+
+        wait(got)  # who_has lists results once they exist
+        placed = client.who_has(futures_of(got))
         assert len({w for ws in placed.values() for w in ws}) == 2  # both GPUs ran chunks
         np.testing.assert_array_equal(got.compute().get(), reference(a, b, epilogue="gelu"))
 
