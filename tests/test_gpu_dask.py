@@ -100,6 +100,7 @@ def test_a_worker_lost_mid_run_is_replaced_and_the_result_is_exact():
             pass
         result = future.result(timeout=300)
         np.testing.assert_array_equal(result.get(), reference(a, b))
+        assert victim not in client.scheduler_info()["workers"]  # it did die (its replacement has a new address)
 
 
 def test_hooks_and_descriptors_reach_workers():
