@@ -82,23 +82,27 @@ def _torch_dtype(precision: str, is_complex: bool) -> torch.dtype:
     return dtype
 
 
-def _new_c(desc: Descriptor, a: torch.Tensor) -> torch.Tensor:
+def _new_c(desc: Descriptor, a: torch.Tensor, c: torch.Tensor | None) -> torch.Tensor:
     """An uninitialised C for ``a``'s batch and device, in the descriptor's arrangement and
-    leading dimension (a column-major C is the transpose of a row-major (n, m) buffer)."""
+    leading dimension (a column-major C is the transpose of a row-major (n, m) buffer).
+    A given ``c`` must have its shape (copying it in would broadcast otherwise)."""
     m, n = desc.size.m, desc.size.n
     row_major = desc.arrangement.c == "row_major"
     outer, inner = (m, n) if row_major else (n, m)
     buffer = torch.empty((*a.shape[:-2], outer, desc.leading_dimension.c),
                          dtype=_torch_dtype(desc.precision.c, desc.is_complex), device=a.device)
-    c = buffer[..., :inner]
-    return c if row_major else c.transpose(-1, -2)
+    out = buffer[..., :inner] if row_major else buffer[..., :inner].transpose(-1, -2)
+    if c is not None and c.shape != out.shape:
+        raise ArgumentError(f"c has shape {tuple(c.shape)}, but the output has {tuple(out.shape)}: (m, n) = "
+                            f"({m}, {n}) with A's batch dimensions; pass a c of that shape")
+    return out
 
 
 @torch.library.custom_op("blasdx::gemm", mutates_args=())
 def _gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float,
           beta: float, bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
     desc = descriptor_from_key(descriptor)
-    out = _new_c(desc, a)
+    out = _new_c(desc, a, c)
     if c is not None and beta != 0:
         out.copy_(c)
     desc.execute(a, b, out, alpha, beta if c is not None else 0.0, bias=bias, epilogue=epilogue or None)
@@ -108,7 +112,7 @@ def _gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
 @torch.library.register_fake("blasdx::gemm")
 def _gemm_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float,
                beta: float, bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
-    return _new_c(descriptor_from_key(descriptor), a)
+    return _new_c(descriptor_from_key(descriptor), a, c)
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:

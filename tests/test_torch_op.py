@@ -122,6 +122,8 @@ def test_gradients_are_refused_for_complex_and_integer_gemms():
 
 def test_argument_refusals():
     a, b = meta(64, 16), meta(32, 16).t()
+    with pytest.raises(ArgumentError, match=r"c has shape \(32,\), but the output has \(64, 32\)"):
+        bt.gemm(F16, a, b, meta(32, dtype=torch.float32), beta=1.0)  # would broadcast if copied in
     with pytest.raises(ArgumentError, match="no c was given"):
         bt.gemm(F16, a, b, beta=1.0)
     with pytest.raises(ArgumentError, match="epilogue as a string"):
