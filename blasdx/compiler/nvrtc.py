@@ -112,9 +112,9 @@ def include_dirs() -> tuple[str, ...]:
     """Header directories: CUDA runtime headers and CCCL, from wheels, then CUDA_PATH."""
     found: list[str] = []
     pathfinder = _pathfinder()
-    for lib in ("cudart", "cccl") if pathfinder is not None else ():
+    for lib in ("cudart", "cccl"):
         try:
-            path = pathfinder.find_nvidia_header_directory(lib)
+            path = pathfinder.find_nvidia_header_directory(lib) if pathfinder is not None else None
         except Exception:  # noqa: BLE001 - a missing wheel just means: try the fallbacks
             path = None
         if path and path not in found:
