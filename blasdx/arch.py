@@ -27,14 +27,14 @@ SHARED_MEMORY_LIMIT_KIB: dict[int, int] = {
     1000: 227, 1010: 227, 1030: 227, 1100: 227, 1200: 99, 1210: 99,
 }
 
-# ((major, minor), SMs) of the installed NVRTC, or None where it is not known without
-# importing CuPy. blasdx.compiler, which owns NVRTC, puts its query here when it is
-# imported (as ``import blasdx`` does); SM() reads it, so that a descriptor naming an SM
-# the toolchain cannot compile for is refused when it is built.
 def _unknown_targets() -> tuple[tuple[int, int], tuple[int, ...]] | None:
     return None
 
 
+# ((major, minor), SMs) of the installed NVRTC, or None where it is not known without
+# importing CuPy. blasdx.compiler, which owns NVRTC, puts its query here when it is
+# imported (as ``import blasdx`` does); SM() reads it, so that a descriptor naming an SM
+# the toolchain cannot compile for is refused when it is built.
 nvrtc_targets: Callable[[], tuple[tuple[int, int], tuple[int, ...]] | None] = _unknown_targets
 
 # cp.async (global -> shared copies that bypass registers) exists from SM 80.

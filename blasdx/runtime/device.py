@@ -25,7 +25,7 @@ def cupy_module() -> Any:
     if _cupy_module is None:
         try:
             import cupy
-        except ImportError as exc:  # pragma: no cover - cupy is a dependency
+        except ImportError as exc:  # pragma: no cover - the cu12 and cu13 extras install CuPy
             raise DeviceError(f"CuPy is required to run kernels ({exc}); {INSTALL_HINT}") from None
         _cupy_module = cupy
     return _cupy_module
