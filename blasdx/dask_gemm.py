@@ -83,8 +83,8 @@ def _execute_chunk(a: Any, b: Any, *rest: Any, desc: Descriptor, has_c: bool, c_
     """One batch chunk: a new C chunk from ``execute()`` on this worker's current GPU."""
     cupy = cupy_module()
     arrangement = desc.arrangement
-    if has_c:
-        c = _as_arranged(rest[0], arrangement.c).copy()
+    if has_c:  # a copy in its own layout (copy() would make column-major items row-major), then arranged
+        c = _as_arranged(cupy.array(rest[0], copy=True), arrangement.c)
     elif arrangement.c == "row_major":
         c = cupy.empty((a.shape[0], desc.size.m, desc.size.n), dtype=c_dtype)
     else:

@@ -76,3 +76,35 @@ def test_refusals_before_any_task():
         dg.execute(F16, a, b, bias=da.zeros((12, 1, 16), chunks=4))
     with pytest.raises(blasdx.IncompleteDescriptorError):
         dg.execute(Size(32, 16, 8) + SM(900), a, b)
+
+
+def test_chunks_reach_execute_in_the_descriptors_layout(monkeypatch):
+    """The chunk function on the CPU, NumPy standing in for CuPy and a NumPy GEMM for
+    execute(): every operand arrives laid out as the descriptor's arrangement (items
+    row- or column-major, the batch outermost), a given c in its own layout too."""
+    import dask
+
+    seen = []
+
+    def numpy_execute(self, a, b, c, alpha=1, beta=0, **hooks):
+        for x, layout in zip((a, b, c), self.arrangement):
+            item_strides = x.strides[1:]
+            contiguous = item_strides[1] == x.itemsize if layout == "row_major" else item_strides[0] == x.itemsize
+            seen.append(contiguous and x.strides[0] >= x.shape[1] * x.shape[2] * x.itemsize)
+        c[...] = alpha * (a.astype(np.float64) @ b) + (beta * c if beta else 0)  # C unread at beta 0, as blasdx
+        return c
+
+    monkeypatch.setattr(dg, "cupy_module", lambda: np)
+    monkeypatch.setattr(blasdx.Descriptor, "execute", numpy_execute)
+    desc = Size(24, 40, 16) + Precision("float32") + Arrangement("col_major", "row_major", "col_major") + SM(900) \
+        + Block()
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(shape).astype(np.float32) for shape in ((6, 24, 16), (6, 16, 40), (6, 24, 40)))
+    with dask.config.set(scheduler="synchronous"):
+        for with_c in (False, True):
+            chunked = [da.from_array(x, chunks=(2, -1, -1)) for x in (a, b, c)]
+            got = dg.execute(desc, chunked[0], chunked[1], chunked[2] if with_c else None, alpha=2.0,
+                             beta=-1.0 if with_c else 0.0).compute()
+            want = 2.0 * (a.astype(np.float64) @ b) - (c if with_c else 0)
+            np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert seen and all(seen)

@@ -57,6 +57,21 @@ def test_cupy_and_numpy_chunks_match_execute_bit_for_bit():
             np.testing.assert_array_equal(result.get(), want)
 
 
+def test_a_column_major_c_is_kept_column_major():
+    import dask
+
+    desc = Size(24, 40, 16) + Precision("float32") + Arrangement("col_major", "row_major", "col_major") + SM(900) \
+        + Block()
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((6, 24, 16)).astype(np.float32)
+    b = rng.standard_normal((6, 16, 40)).astype(np.float32)
+    c = rng.standard_normal((6, 24, 40)).astype(np.float32)
+    with dask.config.set(scheduler="synchronous"):
+        got = dg.execute(desc, *(da.from_array(x, chunks=(2, -1, -1)) for x in (a, b, c)), 1.0, -1.0).compute()
+    want = a.astype(np.float64) @ b - c
+    assert float(np.linalg.norm(got.get() - want) / np.linalg.norm(want)) < 1e-5
+
+
 def _cluster(n_workers):
     dask_cuda = pytest.importorskip("dask_cuda")
     if cupy.cuda.runtime.getDeviceCount() < n_workers:
