@@ -30,10 +30,8 @@ from typing import Any
 
 import torch
 
-import blasdx
-
 from .describe.descriptor import Descriptor
-from .describe.operators import SM, Arrangement, Block, LeadingDimension, Precision, Size
+from .describe.operators import SM, Arrangement, Block, LeadingDimension, Operator, Precision, Size
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
 
@@ -45,7 +43,8 @@ DIFFERENTIABLE_EPILOGUES = ("identity", "negate", "relu", "gelu", "sigmoid", "ta
 _DIFFERENTIABLE_PRECISIONS = ("float16", "bfloat16", "tfloat32", "float32", "float64")
 
 _descriptors: dict[str, Descriptor] = {}  # by repr, the op's descriptor argument
-_OPERATORS = {name: getattr(blasdx, name) for name in blasdx.__all__}
+# The names a descriptor's repr uses: the operator classes, and nothing else, for eval.
+_OPERATORS = {cls.__name__: cls for cls in Operator.__subclasses__()}
 
 
 def descriptor_key(desc: Descriptor) -> str:
