@@ -78,3 +78,29 @@ def test_the_readme_examples_type_check_with_pyright(tmp_path):
     out = subprocess.run([pyright, "--pythonpath", sys.executable, str(example)], capture_output=True, text=True,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+WITHOUT_EXTRAS = """
+import sys
+sys.modules["cupy"] = None              # as without the cu12/cu13 extras: no CuPy ...
+sys.modules["cuda.pathfinder"] = None   # ... and no NVRTC wheel for cuda-pathfinder to find
+import os
+os.environ.pop("CUDA_PATH", None)
+import blasdx
+from blasdx import SM, Block, Precision, Size
+desc = Size(32, 32, 32) + Precision("float16", "float16", "float32") + SM(900) + Block()
+assert "mma" in desc.explain()
+try:
+    desc.compile(arch=900)
+except blasdx.DeviceError as exc:
+    print(exc)
+else:
+    raise SystemExit("compiled without NVRTC")
+"""
+
+
+def test_without_the_cuda_extras_blasdx_describes_and_names_the_extras():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", WITHOUT_EXTRAS], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "pip install 'blasdx[cu13]'" in out.stdout and "'blasdx[cu12]'" in out.stdout, out.stdout
