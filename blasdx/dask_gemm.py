@@ -50,13 +50,20 @@ def _c_dtype(desc: Descriptor) -> np.dtype:
     return np.dtype(name)
 
 
-def _check_chunks(desc: Descriptor, arrays: dict[str, Any]) -> None:
+def _check_operands(desc: Descriptor, arrays: dict[str, Any]) -> None:
+    """Dask arrays of (batch, rows, cols) with the descriptor's matrix shapes, chunked along
+    the batch only and alike: raised before any task runs."""
+    plan = desc.plan  # an incomplete or unrunnable descriptor raises here
     for name, x in arrays.items():
         if not isinstance(x, da.Array):
             raise ArgumentError(f"{name} is a {type(x).__name__}; blasdx.dask_gemm.execute takes dask arrays "
                                 f"(dask.array.from_array(x, chunks=(items, -1, -1))), or use GEMM.execute")
         if x.ndim != 3:
             raise ArgumentError(f"{name} has {x.ndim} dimensions (shape {x.shape}); expected (batch, rows, cols)")
+        mat = getattr(plan, name)
+        if x.shape[1:] != (mat.rows, mat.cols):
+            raise ArgumentError(f"{name} has shape {x.shape}; the descriptor's {name.upper()} items are "
+                                f"({mat.rows}, {mat.cols}): pass arrays of (batch, {mat.rows}, {mat.cols})")
         if len(x.chunks[1]) != 1 or len(x.chunks[2]) != 1:
             raise ArgumentError(f"{name} is chunked along its matrix axes (chunks {x.chunks[1:]}); chunk along the "
                                 f"batch axis only: {name}.rechunk({{1: -1, 2: -1}})")
@@ -110,8 +117,7 @@ def execute(desc: Descriptor, a: da.Array, b: da.Array, c: da.Array | None = Non
         raise ArgumentError("bias must be a NumPy or CuPy array of shape (n,) or (m, 1) here (one for every item); "
                             "a per-item bias needs GEMM.execute on each chunk")
     operands = {"a": a, "b": b, **({} if c is None else {"c": c})}
-    _check_chunks(desc, operands)
-    desc.plan  # noqa: B018 - an incomplete or unrunnable descriptor raises here, before any task
+    _check_operands(desc, operands)
     dtype = np.dtype(c.dtype) if c is not None else _c_dtype(desc)
     options = {key: value for key, value in (("bias", bias), ("prologue", prologue), ("epilogue", epilogue),
                                              ("a_load", a_load), ("b_load", b_load), ("c_load", c_load),

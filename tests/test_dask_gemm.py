@@ -66,6 +66,8 @@ def test_refusals_before_any_task():
         dg.execute(F16, a, b.rechunk({0: 6}))
     with pytest.raises(ArgumentError, match=r"chunk along the batch axis only: a.rechunk"):
         dg.execute(F16, a.rechunk({1: 16}), b)
+    with pytest.raises(ArgumentError, match=r"the descriptor's A items are \(32, 8\)"):
+        dg.execute(F16, *operands(m=16))
     with pytest.raises(ArgumentError, match="takes dask arrays"):
         dg.execute(F16, np.zeros((12, 32, 8), np.float16), b)
     with pytest.raises(ArgumentError, match=r"expected \(batch, rows, cols\)"):
