@@ -115,15 +115,15 @@ class BoundLaunch:
     def scalar_bytes(self, alpha: Any, beta: Any, plan: GemmPlan) -> bytes:
         """alpha and beta for this launch as the bytes of their two slots; Python numbers
         converted once and remembered. Raises ArgumentError as ``scalar`` does."""
-        if (type(alpha) is float or type(alpha) is int) and (type(beta) is float or type(beta) is int):
-            key = (alpha, beta)  # equal values convert alike (1 and 1.0)
-            converted = self.scalars.get(key)
-            if converted is None:
-                converted = _slot_bytes(scalar(alpha, plan, "alpha")) + _slot_bytes(scalar(beta, plan, "beta"))
-                if len(self.scalars) < _MAX_SCALARS:
-                    self.scalars[key] = converted
-            return converted
-        return _slot_bytes(scalar(alpha, plan, "alpha")) + _slot_bytes(scalar(beta, plan, "beta"))
+        # Python numbers key the memo (equal values convert alike, 1 and 1.0); others convert each time.
+        key = (alpha, beta) if ((type(alpha) is float or type(alpha) is int)
+                                and (type(beta) is float or type(beta) is int)) else None
+        converted = self.scalars.get(key) if key is not None else None
+        if converted is None:
+            converted = _slot_bytes(scalar(alpha, plan, "alpha")) + _slot_bytes(scalar(beta, plan, "beta"))
+            if key is not None and len(self.scalars) < _MAX_SCALARS:
+                self.scalars[key] = converted
+        return converted
 
 
 def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
