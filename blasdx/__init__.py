@@ -11,6 +11,7 @@ from .describe.operators import (
     Block,
     BlockDim,
     Function,
+    InstructionFamily,
     LeadingDimension,
     MaxAlignment,
     Precision,
@@ -35,7 +36,7 @@ from .version import __version__
 
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
-    "BitOp", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
+    "BitOp", "InstructionFamily", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
     "BlasdxError", "DescriptorError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
     "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",

@@ -85,14 +85,22 @@ class Instruction:
     padding_unit: int = 16  # bytes a warp's fragment load takes from one row (see padded_leading_dimension)
     ptx_arch: int = 0  # the arch from which ``ptx`` compiles, where later than min_sm
     ptx_sm75: str = ""
+    # wgmma: the warp-level mma.sync that computes the same fragments where wgmma cannot run
+    # (a device other than sm_90a, operands not 1024-byte aligned, load hooks).
+    fallback: Instruction | None = None
 
     @property
     def is_mma(self) -> bool:
         return self.name != "fma"
 
-    def spelled(self, a: str, b: str, bit_op: str = "", ptx: str | None = None) -> str:
-        """``ptx`` (default: the instruction's own) for operand precisions a, b and a bit op."""
-        return (self.ptx if ptx is None else ptx).format(a=PTX_TYPE.get(a, ""), b=PTX_TYPE.get(b, ""), op=bit_op)
+    @property
+    def is_wgmma(self) -> bool:
+        return self.scope == "warpgroup"
+
+    def spelled(self, a: str, b: str, bit_op: str = "", ptx: str | None = None, n: int = 0) -> str:
+        """``ptx`` (default: the instruction's own) for operand precisions a, b, a bit op and
+        (wgmma) the instruction's n."""
+        return (self.ptx if ptx is None else ptx).format(a=PTX_TYPE.get(a, ""), b=PTX_TYPE.get(b, ""), op=bit_op, n=n)
 
 
 MMA_F16 = Instruction("mma_f16", 16, 8, 16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 750,
@@ -125,6 +133,39 @@ MMA_I4 = Instruction("mma_i4", 16, 8, 64, "mma.sync.aligned.m16n8k64.row.col.s32
 MMA_B1 = Instruction("mma_b1", 16, 8, 256, "mma.sync.aligned.m16n8k256.row.col.s32.b1.b1.s32.{op}.popc", 750,
                      accumulator="int", operand_bits=1, packed=True, fragments="packed", ptx_arch=800,
                      ptx_sm75="mma.sync.aligned.m8n8k128.row.col.s32.b1.b1.s32.xor.popc")
+# Hopper's warpgroup MMA (sm_90a only): four warps issue wgmma.mma_async m64nNk16 together
+# (N a multiple of 8 up to 256), A and B read from shared memory through matrix descriptors
+# in the swizzled layouts of ``swizzle_width``. Warp w of the group holds rows 16w..16w+15 of
+# the 64-row tile with the accumulator layout of mma m16n8 (n pieces of 8 columns), so its
+# mma.sync fallback computes the same fragments.
+WGMMA_F16 = Instruction("wgmma_f16", 64, 8, 16, "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16", 900,
+                        scope="warpgroup", accumulator="float", operand_bits=16, ldmatrix=True, fallback=MMA_F16)
+WGMMA_BF16 = Instruction("wgmma_bf16", 64, 8, 16, "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16", 900,
+                         scope="warpgroup", accumulator="float", operand_bits=16, ldmatrix=True, fallback=MMA_BF16)
+WGMMA_OF: dict[str, Instruction] = {"mma_f16": WGMMA_F16, "mma_bf16": WGMMA_BF16}
+# wgmma runs on exactly this SM (compiled for sm_90a: ``compile_arch_name``).
+WGMMA_SM = 900
+WGMMA_MAX_N = 256
+# Float accumulator registers a thread may hold for its warpgroup tiles (64 x N: N / 2 each).
+WGMMA_MAX_ACC_REGS = 128
+# The swizzled shared-memory layouts wgmma reads: rows of 128, 64 or 32 bytes, each 16-byte
+# piece of a row XOR-permuted by the row's place in a group of eight. A matrix starts on a
+# multiple of this many bytes, where the hardware's permutation and the layout's agree.
+SWIZZLE_WIDTHS = (128, 64, 32)
+SWIZZLE_ALIGNMENT = 1024
+
+
+def swizzle_width(contiguous_bytes: int) -> int:
+    """The widest swizzle whose rows divide ``contiguous_bytes`` (0: none does)."""
+    return next((w for w in SWIZZLE_WIDTHS if contiguous_bytes % w == 0), 0)
+
+
+def compile_arch_name(arch: int) -> str:
+    """NVRTC's name of ``arch``: sm_90a for SM 900 (whose wgmma needs the arch-specific
+    target; such a cubin runs on sm_90 devices, the only ones with SM 900), sm_XX otherwise."""
+    return f"sm_{arch // 10}" + ("a" if arch == WGMMA_SM else "")
+
+
 FMA = Instruction("fma", 1, 1, 1, "", 0, scope="thread", a_regs=0, b_regs=0, c_values=0, fragment_type="")
 
 # SM 90 has no 4-bit tensor-core path of its own (mma .s4/.u4 runs several times slower than

@@ -72,7 +72,7 @@ extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2:
   g1::load_a(a, sa); g1::load_b(b, sb); g2::load_b(e, se); g1::copy_wait();
   g1::accumulator ab = g1::make_accumulator();
   g1::multiply(sa, sb, ab);
-  g1::store(ab, sab, g2::lda, 1.f, 0.f);
+  g1::store_at(ab, sab, g2::a_index, 1.f, 0.f);  // in g2's layout of A (wgmma's swizzled one on SM 900)
   __syncthreads();
   g2::accumulator abe = g2::make_accumulator();
   g2::multiply(sab, se, abe);

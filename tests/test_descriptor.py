@@ -18,6 +18,7 @@ from blasdx import (
     Descriptor,
     Function,
     IncompleteDescriptorError,
+    InstructionFamily,
     LeadingDimension,
     MaxAlignment,
     Precision,
@@ -143,13 +144,21 @@ def test_suggested_leading_dimension_pads_against_bank_conflicts():
 
 
 def test_suggested_block_dim_formula():
-    tc = Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(900) + Block()
+    tc = Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(800) + Block()
     assert tc.suggested_block_dim == (64, 1, 1)  # 4096 outputs / 64 per thread (16-bit, ldmatrix)
     assert tc.block_dim == tc.suggested_block_dim and tc.max_threads_per_block == 64
     assert (tc.plan.tile_m, tc.plan.tile_n) == (64, 32)  # one 64x32 tile per warp
     assert (Size(64, 64, 64) + Precision("tfloat32", "tfloat32", "float32") + SM(900)).suggested_block_dim == (128, 1, 1)
     assert (Size(64, 64, 64) + Precision("int8", "int8", "int32") + SM(900)).suggested_block_dim == (128, 1, 1)
-    assert (Size(128, 128, 64) + Precision("float16") + SM(900)).suggested_block_dim == (256, 1, 1)  # capped
+    assert (Size(128, 128, 64) + Precision("float16") + SM(800)).suggested_block_dim == (256, 1, 1)  # capped
+    # wgmma (SM 900): a warpgroup per 64 x N tile (N the widest dividing n up to 256), at most two.
+    assert (Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(900)).suggested_block_dim == (128, 1, 1)
+    assert (Size(128, 128, 64) + Precision("float16") + SM(900)).suggested_block_dim == (256, 1, 1)
+    assert (Size(64, 512, 64) + Precision("bfloat16", "bfloat16", "float32") + SM(900)).suggested_block_dim == (256, 1, 1)
+    assert (Size(256, 256, 64) + Precision("float16") + SM(900)).suggested_block_dim == (512, 1, 1)  # 128 floats each
+    assert (Size(32, 64, 64) + Precision("float16") + SM(900)).suggested_block_dim == (32, 1, 1)  # m < 64: mma.sync
+    forbid = Size(64, 64, 64) + Precision("float16") + SM(900) + InstructionFamily("mma")
+    assert forbid.suggested_block_dim == (64, 1, 1)
     assert (Size(8, 8, 8) + SM(900)).suggested_block_dim == (32, 1, 1)  # at least a warp
     fma = Size(64, 64, 64) + Precision("float32") + SM(900)
     assert fma.suggested_block_dim == (128, 1, 1)  # 4096 / 32 per thread: 8x4 micro-tiles

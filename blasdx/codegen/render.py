@@ -112,12 +112,22 @@ def _context(plan: GemmPlan, name: str) -> dict:
         "c_vector": plan.c_vector,
         "workers_text": f"{plan.warps} warps" if instr.is_mma else f"{plan.threads} threads",
     }
+    ctx["wgmma"] = instr.is_wgmma
+    if instr.fallback is not None:  # wgmma
+        ctx.update(wgmma_ptx=instr.spelled(plan.a.precision, plan.b.precision, n=plan.tile_n),
+                   warpgroups=plan.threads // 128,
+                   # wgmma reads K-major A and B as they are, MN-major ones transposed.
+                   a_transposed=int(plan.a.layout == "col_major"), b_transposed=int(plan.b.layout == "row_major"))
+        # Everything below describes the warp-level mma.sync that computes the same
+        # fragments where wgmma cannot run: each warp's 16-row share of the 64-row tile.
+        instr = instr.fallback
+        ctx["instr"] = instr.name
     if instr.is_mma:
         a, b = plan.a.precision, plan.b.precision
         ctx.update(
             instruction_ptx=instr.spelled(a, b, plan.bit_op),
             im=instr.m, in_=instr.n, ik=instr.k,
-            pm=plan.tile_m // instr.m, pn=plan.tile_n // instr.n,
+            pm=1 if ctx["wgmma"] else plan.tile_m // instr.m, pn=plan.tile_n // instr.n,
             frag_type=instr.fragment_type,
             mma_acc_type=plan.mma_acc_type,
             a_regs=instr.a_regs, b_regs=instr.b_regs, c_vals=instr.c_values,
@@ -171,5 +181,5 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
         threads=kernel.threads, min_blocks=kernel.overrides.min_blocks_per_sm or 0,
         kernel_name=name, parameters=parameters,
         fusion_identity=fusion.is_identity, hooks=hooks, bias=fusion.bias,
-        stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers,
+        stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
     )

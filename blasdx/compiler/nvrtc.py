@@ -22,6 +22,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+from ..arch import compile_arch_name
 from ..errors import INSTALL_HINT, CompileError, DeviceError, UnsupportedError
 from ..version import __version__
 from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
@@ -173,7 +174,7 @@ def known_targets() -> tuple[tuple[int, int], tuple[int, ...]] | None:
 
 
 def options_for(arch: int, extra: Iterable[str] = ()) -> tuple[str, ...]:
-    return (f"-arch=sm_{arch // 10}", *BASE_OPTIONS, *(f"-I{d}" for d in include_dirs()), *extra)
+    return (f"-arch={compile_arch_name(arch)}", *BASE_OPTIONS, *(f"-I{d}" for d in include_dirs()), *extra)
 
 
 def nvrtc_compile(source: str, options: tuple[str, ...], program_name: str) -> tuple[bytes, str]:

@@ -17,11 +17,12 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..arch import Instruction, choose_instruction
+from ..arch import WGMMA_OF, Instruction, choose_instruction
 from ..errors import ArgumentError, DescriptorError, IncompleteDescriptorError
 from . import rules
 from .operators import OPERATOR_KINDS, SM, BitOp, Block, Function, Operator, Size, Type
 from .traits import (
+    WgmmaChoice,
     arrangement_of,
     element_sizes_of,
     extents_of,
@@ -34,6 +35,8 @@ from .traits import (
     shared_memory_parts_of,
     stored_rows,
     takes_float_micro_tiles,
+    wgmma_choice_of,
+    wgmma_threads,
 )
 
 if TYPE_CHECKING:
@@ -264,13 +267,31 @@ class Descriptor:
 
     @cached_property
     def instruction_choice(self) -> tuple[Instruction, str]:
-        """The instruction and the reason for it (``explain()`` prints both)."""
+        """The instruction and the reason for it (``explain()`` prints both): Hopper's
+        warpgroup MMA where every condition of ``wgmma_choice`` holds, else the warp-level
+        instruction with the conditions that failed."""
         p = self.precision
-        return choose_instruction(p.a, p.b, p.c, self.is_complex, self.sm)
+        base, reason = choose_instruction(p.a, p.b, p.c, self.is_complex, self.sm)
+        family = self._ops.get("InstructionFamily")
+        if family is not None and family.value == "mma":  # type: ignore[attr-defined]
+            return base, f"{reason}; InstructionFamily('mma') forbids wgmma"
+        choice = self.wgmma_choice
+        if choice is None:
+            return base, reason
+        if choice.holds:
+            wgmma = WGMMA_OF[base.name]
+            return wgmma, (f"wgmma.mma_async m64nNk16 (sm_90a) takes {p.a} x {p.b} -> {p.c}: every condition holds")
+        return base, f"{reason}; not wgmma, which needs: " + "; ".join(choice.failed)
+
+    @cached_property
+    def wgmma_choice(self) -> WgmmaChoice | None:
+        """Each condition of Hopper's warpgroup MMA and whether it holds, with the tile and the
+        swizzled layouts it takes (None where wgmma is out of the question)."""
+        return wgmma_choice_of(self._ops)
 
     @property
     def suggested_block_dim(self) -> XYZ:
-        """One warp per 64 x 32 outputs (16-bit tensor cores, whose fragments load with
+        """wgmma (``wgmma_choice``): a warpgroup per tile, at most two. Otherwise one warp per 64 x 32 outputs (16-bit tensor cores, whose fragments load with
         ldmatrix: an H100 measured 64^3 f16 with 64 threads at the batched rate of 128 and
         11-12% faster as a block GEMM, 6-36% with register accumulators; RESULTS.md), per
         32 x 32 outputs (the other tensor-core paths; float32 FMA with 4096 outputs or more,
@@ -278,6 +299,12 @@ class Descriptor:
         16 x 32 outputs (the other FMA GEMMs), rounded up to whole warps, between 32 and 256
         threads: ``(threads, 1, 1)``."""
         m, n, _ = self.size
+        family = self._ops.get("InstructionFamily")
+        if family is None or family.value == "wgmma":  # type: ignore[attr-defined]
+            threads = wgmma_threads(m, n)
+            choice = wgmma_choice_of(self._ops, threads)
+            if choice is not None and choice.holds:
+                return XYZ(threads, 1, 1)
         precision = dict(zip("abc", self.precision))
         large_float = takes_float_micro_tiles(precision, self.is_complex, m, n) and m * n >= 4096
         instruction = self.instruction

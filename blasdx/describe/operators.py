@@ -340,6 +340,29 @@ class SM(Operator):
         return v
 
 
+INSTRUCTION_FAMILIES: tuple[str, ...] = ("wgmma", "mma")
+
+
+class InstructionFamily(Operator):
+    """InstructionFamily('wgmma' | 'mma'): demand Hopper's warpgroup MMA (an
+    ``UnsupportedError`` names each condition that fails, instead of a silent fallback) or
+    forbid it ('mma': warp-level mma.sync). Without it the planner takes wgmma wherever its
+    conditions hold and says so in ``explain()``."""
+
+    kind: ClassVar[str] = "InstructionFamily"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, value: str) -> None: ...
+    value: str
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> str:
+        if v not in INSTRUCTION_FAMILIES:
+            raise ValueError(f"must be 'wgmma' (Hopper's warpgroup MMA) or 'mma' (warp-level mma.sync), got {v!r}")
+        return v  # type: ignore[return-value]
+
+
 class Block(Operator):
     """Block(): the GEMM is executed by one thread block."""
 
@@ -380,5 +403,5 @@ class BlockDim(Operator):
 
 OPERATOR_KINDS: tuple[type[Operator], ...] = (
     Size, Precision, Type, Function, BitOp, Arrangement, TransposeMode, LeadingDimension,
-    Alignment, SM, Block, BlockDim,
+    Alignment, SM, InstructionFamily, Block, BlockDim,
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..arch import BIT_AND_MIN_SM, shared_memory_limit
+from ..arch import BIT_AND_MIN_SM, choose_instruction, shared_memory_limit
 from ..errors import DescriptorError, UnsupportedError
 from .operators import Operator
 from .precision import PRECISIONS, PrecisionInfo
@@ -25,6 +25,7 @@ from .traits import (
     precision_of,
     shared_memory_parts_of,
     stored_rows,
+    wgmma_choice_of,
 )
 
 
@@ -266,6 +267,35 @@ def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
         )
 
 
+def _check_instruction_family(ops: Mapping[str, Operator]) -> None:
+    """InstructionFamily('wgmma') needs every wgmma condition; 'mma' needs a tensor-core
+    instruction for the precisions."""
+    if "InstructionFamily" not in ops or "SM" not in ops:
+        return
+    family = ops["InstructionFamily"].value  # type: ignore[attr-defined]
+    if family == "mma":
+        p = precision_of(ops)
+        base, reason = choose_instruction(p["a"], p["b"], p["c"], is_complex_of(ops), ops["SM"].value)  # type: ignore[attr-defined]
+        if not base.is_mma:
+            raise UnsupportedError(f"InstructionFamily('mma') demands a tensor-core mma instruction, but {reason}; "
+                                   f"remove InstructionFamily or change the Precision")
+        return
+    if "Size" not in ops:
+        return
+    choice = wgmma_choice_of(ops)
+    if choice is None:
+        p = precision_of(ops)
+        failed: tuple[str, ...] = (f"SM 900 with float16 or bfloat16 A and B (the descriptor says SM "
+                                   f"{ops['SM'].value}, {p['a']} x {p['b']} -> {p['c']})",)  # type: ignore[attr-defined]
+    else:
+        failed = choice.failed
+    if failed:
+        raise UnsupportedError(
+            "InstructionFamily('wgmma') demands Hopper's warpgroup MMA, but these conditions fail: "
+            + "; ".join(failed) + ". Change the descriptor to meet them, or remove InstructionFamily to let the "
+            "planner fall back to mma.sync")
+
+
 def _has(*kinds: str) -> Callable[[Mapping[str, Operator]], bool]:
     return lambda ops: all(kind in ops for kind in kinds)
 
@@ -301,6 +331,7 @@ RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[s
     (_check_leading_dimension, lambda ops: _has("Size", "LeadingDimension")(ops) and _has_arrangement(ops)),
     (_check_alignment, _has("Alignment", "Precision", "Type")),
     (_check_block_dim, _never),
+    (_check_instruction_family, _never),
     (_check_shared_memory, lambda ops: _has("Block", "Size", "SM", "Precision", "Type", "LeadingDimension")(ops)
      and _has_arrangement(ops)),
 )

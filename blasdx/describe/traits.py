@@ -7,8 +7,19 @@ re-derive them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
+from ..arch import (
+    SWIZZLE_ALIGNMENT,
+    WGMMA_MAX_ACC_REGS,
+    WGMMA_MAX_N,
+    WGMMA_OF,
+    WGMMA_SM,
+    choose_instruction,
+    swizzle_width,
+)
 from .operators import Arrangement, Operator, Precision, Size
 from .precision import PRECISIONS
 
@@ -72,14 +83,118 @@ def round_up(x: int, to: int) -> int:
 def shared_memory_parts_of(ops: Operators) -> dict[str, int]:
     """Bytes of A, B, C in shared memory: ld x (stored columns) x element size, each
     rounded up to 16 bytes so that the next matrix starts 16-byte aligned. Leading
-    dimensions count values; a packed element holds ``pack`` of them."""
+    dimensions count values; a packed element holds ``pack`` of them. Where the GEMM runs
+    on wgmma (``wgmma_choice_of``), A and B are stored tight in its swizzled layouts, each
+    rounded up to 1024 bytes so that B and C start where a swizzle pattern does."""
     arr, ld, esize = arrangement_of(ops), leading_dimension_of(ops), element_sizes_of(ops)
     pack = packs_of(ops)
+    choice = wgmma_choice_of(ops)
+    swizzled = choice is not None and choice.holds
     parts = {}
     for m, (rows, cols) in extents_of(ops["Size"]).items():  # type: ignore[arg-type]
         outer = cols if arr[m] == "col_major" else rows
-        parts[m] = round_up(-(-ld[m] // pack[m]) * outer * esize[m], 16)
+        if swizzled and m != "c":
+            parts[m] = round_up(rows * cols * esize[m], SWIZZLE_ALIGNMENT)
+        else:
+            parts[m] = round_up(-(-ld[m] // pack[m]) * outer * esize[m], 16)
     return parts
+
+
+@dataclass(frozen=True)
+class WgmmaChoice:
+    """Whether the block GEMM runs on Hopper's warpgroup MMA: each condition, with whether it
+    held, and where all did, the layout it takes. A warpgroup computes tiles of 64 x
+    ``tile_n`` outputs; A and B lie in shared memory in the swizzled layout whose rows are
+    ``a_swizzle`` / ``b_swizzle`` bytes (blasdx.arch.SWIZZLE_WIDTHS)."""
+
+    conditions: tuple[tuple[str, bool], ...]
+    tile_n: int
+    a_swizzle: int
+    b_swizzle: int
+
+    @property
+    def holds(self) -> bool:
+        return all(held for _, held in self.conditions)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        return tuple(text for text, held in self.conditions if not held)
+
+
+def wgmma_tile_n(m: int, n: int, threads: int, step: int) -> int:
+    """The n of a warpgroup's 64 x n tile: a multiple of ``step`` dividing n, at most 256,
+    whose float accumulators (n / 2 registers a tile) fit WGMMA_MAX_ACC_REGS over the
+    tiles each warpgroup takes; the fewest passes, then the widest tile (each wgmma then
+    reads A once for more of B). 0 where none fits."""
+    groups = threads // 128
+    if groups == 0 or m % 64:
+        return 0
+    best: tuple[tuple[int, int], int] | None = None
+    for tile_n in range(step, min(n, WGMMA_MAX_N) + 1, step):
+        if n % tile_n:
+            continue
+        passes = math.ceil(m // 64 * (n // tile_n) / groups)
+        if passes * tile_n // 2 > WGMMA_MAX_ACC_REGS:
+            continue
+        key = (passes, -tile_n)
+        if best is None or key < best[0]:
+            best = (key, tile_n)
+    return 0 if best is None else best[1]
+
+
+def wgmma_threads(m: int, n: int) -> int:
+    """Threads a wgmma block GEMM suggests: a warpgroup per widest tile, at most two, or more
+    where the accumulators would not fit two (at most eight)."""
+    widest = max((t for t in range(8, min(n, WGMMA_MAX_N) + 1, 8) if n % t == 0), default=n)
+    tiles = max(1, (m // 64) * (n // widest))
+    needed = math.ceil(m * n / (128 * WGMMA_MAX_ACC_REGS))
+    return 128 * min(8, tiles, max(2, needed))
+
+
+def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice | None:
+    """Whether wgmma runs, for ``threads`` (default: BlockDim's, else the wgmma suggestion).
+    None where it cannot come into question: Size or SM missing, InstructionFamily('mma'),
+    or precisions no wgmma takes on an SM other than 900 (no condition worth naming)."""
+    if "Size" not in ops or "SM" not in ops:
+        return None
+    family = ops.get("InstructionFamily")
+    if family is not None and family.value == "mma":  # type: ignore[attr-defined]
+        return None
+    size, sm = ops["Size"], ops["SM"].value  # type: ignore[attr-defined]
+    m, n, k = size.m, size.n, size.k  # type: ignore[attr-defined]
+    prec, arr = precision_of(ops), arrangement_of(ops)
+    complex_ = is_complex_of(ops)
+    base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], complex_, sm)
+    takes_precisions = base.name in WGMMA_OF
+    if sm != WGMMA_SM and not takes_precisions:
+        return None
+    given = "BlockDim" in ops
+    if threads is None:
+        threads = ops["BlockDim"].threads if given else wgmma_threads(m, n)  # type: ignore[attr-defined]
+    b_mn_major = arr["b"] == "row_major"  # B's n contiguous: wgmma reads it transposed
+    step = 16 if b_mn_major else 8  # row-major B's tiles need rows of 32 bytes or more to swizzle
+    tile_n = wgmma_tile_n(m, n, threads, step)
+    esize = element_sizes_of(ops)
+    kind = " complex" if complex_ else ""
+    conditions: tuple[tuple[str, bool], ...] = (
+        (f"SM {WGMMA_SM}, compiled for sm_90a (the descriptor says SM {sm})", sm == WGMMA_SM),
+        (f"float16 or bfloat16 A and B, accumulated in float32 (here {prec['a']} x {prec['b']} -> "
+         f"{prec['c']}{kind})", takes_precisions),
+        (f"m a multiple of 64 (m = {m})", m % 64 == 0),
+        (f"k a multiple of 16 (k = {k})", k % 16 == 0),
+        (f"n a multiple of {step}{' (row-major B is read transposed, in rows of 32 bytes or more)' if b_mn_major else ''}"
+         f" (n = {n})", n % step == 0),
+        (f"whole warpgroups: threads a multiple of 128 ({'BlockDim gives' if given else 'wgmma would suggest'} "
+         f"{threads})", threads % 128 == 0),
+    )
+    if m % 64 == 0 and threads % 128 == 0:  # the tiles exist: do their accumulators fit?
+        conditions += ((f"a warpgroup tile of 64 x N (N a multiple of {step} dividing n, at most {WGMMA_MAX_N}) "
+                        f"whose float accumulators fit {WGMMA_MAX_ACC_REGS} registers a thread "
+                        f"({m * n // threads} outputs a thread here)", tile_n > 0),)
+    a_contiguous = m if arr["a"] == "col_major" else k
+    b_contiguous = tile_n if b_mn_major else k
+    return WgmmaChoice(conditions, tile_n, swizzle_width(a_contiguous * esize["a"]),
+                       swizzle_width(b_contiguous * esize["b"]))
 
 
 def padded_leading_dimension(ld: int, element_size: int, unit: int = 16) -> int:

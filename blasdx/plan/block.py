@@ -47,6 +47,9 @@ class MatrixPlan:
     smem_bytes: int
     conjugate: bool
     pack: int  # values per stored element: 1, 2 (int4, uint4) or 32 (binary)
+    # wgmma: A and B in shared memory in the swizzled layout with rows of this many bytes
+    # (blasdx.arch.SWIZZLE_WIDTHS; smem_ld unused), 0 for the plain layout at smem_ld.
+    swizzle: int = 0
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,14 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES) -> Gemm
     bx, by, bz = desc.block_dim
     threads = bx * by * bz
     warps = threads // 32
-    if instr.is_mma:
+    if instr.is_wgmma:
+        choice = desc.wgmma_choice
+        assert choice is not None and choice.holds  # the descriptor chose wgmma on them
+        mats["a"] = replace(mats["a"], swizzle=choice.a_swizzle)
+        mats["b"] = replace(mats["b"], swizzle=choice.b_swizzle)
+        tile_m, tile_n = instr.m, choice.tile_n
+        group_m, group_n = tile_m, tile_n
+    elif instr.is_mma:
         acc_regs = instr.c_values * (2 if instr.accumulator == "double" else 1)  # 32-bit registers per tile
         pm, pn = _warp_tile(instr, m, n, warps, acc_regs)
         tile_m, tile_n = pm * instr.m, pn * instr.n

@@ -24,7 +24,19 @@ def explain(desc: Descriptor) -> str:
     m, n, k = p.m, p.n, p.k
     lines.append(f"kernel: {p.kernel_name}")
     lines.append(f"instruction: {p.instruction.name} - {p.instruction_reason}")
-    if p.instruction.is_mma:
+    choice = desc.wgmma_choice
+    if choice is not None:
+        lines.append("wgmma conditions: " + "; ".join(f"{text}: {'holds' if held else 'FAILS'}"
+                                                        for text, held in choice.conditions))
+    if p.instruction.is_wgmma:
+        warpgroups = p.threads // 128
+        lines.append(
+            f"warpgroup tiling: {_count(warpgroups, 'warpgroup')}; each pass computes a {p.tile_m}x{p.tile_n} tile of C "
+            f"with {p.k // p.instruction.k} wgmma m64n{p.tile_n}k16 (warp w of a group holds rows 16 (w % 4) .. "
+            f"16 (w % 4) + 15); {_count(p.tiles, 'tile')} over {_count(warpgroups, 'warpgroup')}; where wgmma cannot run "
+            f"(not sm_90a, A or B not 1024-byte aligned, load hooks) {p.instruction.fallback.name if p.instruction.fallback else ''} "
+            f"computes the same fragments")
+    elif p.instruction.is_mma:
         i = p.instruction
         pad = (f"; edges padded with zeros to {math.ceil(m / i.m) * i.m}x{math.ceil(n / i.n) * i.n}"
                f"x{math.ceil(k / i.k) * i.k}") if (m % i.m or n % i.n or k % i.k) else ""
@@ -51,16 +63,19 @@ def explain(desc: Descriptor) -> str:
         stored = (f"{x.rows}x{x.cols} {x.precision}" if x.pack == 1 else
                   f"{x.rows * (x.pack if x.name == 'b' else 1)}x{x.cols * (x.pack if x.name == 'a' else 1)} "
                   f"{x.precision} packed {x.pack} per {x.cpp_type} along k ({x.rows}x{x.cols} stored)")
+        swizzled = (f"in wgmma's {x.swizzle}-byte swizzled layout, "
+                   f"{'k' if (x.name == 'a') == (x.layout == 'row_major') else 'm' if x.name == 'a' else 'n'} contiguous"
+                   if x.swizzle else "")
         lines.append(
             f"{x.name.upper()}: {stored}{' complex' if p.is_complex else ''} "
             f"{x.layout}, ld {x.ld}{' stored elements' if x.pack > 1 else ''}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
-            f"bytes, copied {x.vector_bytes} bytes at a time"
+            f"bytes{' ' + swizzled if swizzled else ''}, copied {x.vector_bytes} bytes at a time"
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
         )
     lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
     launched = kernel_plan(with_alignment(p, (16, 16, 16)))
     in_smem = (launched.a, launched.b) if launched.c_in_registers else (launched.a, launched.b, launched.c)
-    lds = ", ".join(f"{x.name.upper()} {x.smem_ld}" for x in in_smem)
+    lds = ", ".join(f"{x.name.upper()} {'swizzled' if x.swizzle else x.smem_ld}" for x in in_smem)
     padded = any(x.smem_ld != x.ld for x in in_smem)
     copies = ", ".join(f"{x.name.upper()} {x.vector_bytes} bytes at a time"
                        + (" (cp.async)" if launched.use_cp_async and x.vector_bytes >= 4 else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..arch import shared_memory_limit
+from ..arch import SWIZZLE_ALIGNMENT, shared_memory_limit
 from ..describe.traits import padded_leading_dimension
 from ..errors import UnsupportedError
 from .block import GemmPlan, MatrixPlan, pipeline_stages
@@ -101,10 +101,14 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
         for x in (plan.a, plan.b, plan.c):
             smem_ld = padded_leading_dimension(x.ld, x.element_size, plan.instruction.padding_unit) if pad else x.ld
             size = -(-smem_ld * x.outer * x.element_size // 16) * 16
+            if x.swizzle:  # wgmma's swizzled layout: no leading dimension to pad
+                smem_ld, size = x.ld, x.smem_bytes
             if x.name == "c" and c_in_registers:
                 smem_ld, size = x.ld, 0
             mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
             offset += size
+        if plan.a.swizzle:  # each stage starts where a swizzle pattern does
+            offset = -(-offset // SWIZZLE_ALIGNMENT) * SWIZZLE_ALIGNMENT
         return mats, offset
 
     def fitting_layout(c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:

@@ -187,7 +187,21 @@ template <> struct vector_of<16> { using type = uint4; };
 // bytes apart in the destination (multiples of Bytes; constants where the caller's are),
 // `Bytes` at a time, by the first `Threads` threads of the block. Async uses cp.async
 // (sm_80+); wait with copy_wait.
-template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, class SrcLd, class DstLd>
+// Byte offset of byte `inner` of stored row `outer` (of Outer rows) in the layout with
+// Swizzle-byte rows that Hopper's wgmma reads: the rows' first Swizzle bytes one after
+// another, then their next Swizzle bytes, and so on; within each run of eight rows, the
+// 16-byte pieces of a row XOR-permuted by its place in the run (bits 4.. of the offset
+// XOR bits 7..). The hardware permutes shared-memory addresses so: the layout must start on
+// a multiple of 1024 bytes for the two to agree.
+template <int Swizzle, int Outer>
+__device__ __forceinline__ int swizzled_offset(int outer, int inner) {
+  const int linear = inner / Swizzle * (Outer * Swizzle) + outer * Swizzle + inner % Swizzle;
+  return linear ^ (((linear >> 7) & (Swizzle / 16 - 1)) << 4);
+}
+
+// Swizzle > 0: the destination is in that swizzled layout (dst_ld unused); Bytes <= 16
+// keeps each copy inside one 16-byte piece.
+template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, int Swizzle = 0, class SrcLd, class DstLd>
 __device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* dst, DstLd dst_ld, int rank) {
   using vec = typename vector_of<Bytes>::type;
   constexpr int per_run = InnerBytes / Bytes, total = Outer * per_run;
@@ -205,7 +219,7 @@ __device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* d
     const int run = same_place ? rank / per_run + round * (Threads / per_run) : i / per_run;
     const int within = (same_place ? rank % per_run : i % per_run) * Bytes;
     const char* from = s + run * src_ld + within;
-    char* to = d + run * dst_ld + within;
+    char* to = d + (Swizzle ? swizzled_offset<(Swizzle ? Swizzle : 16), Outer>(run, within) : run * dst_ld + within);
 #if __CUDA_ARCH__ >= 800
     if constexpr (Async && Bytes == 16) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(to)), "l"(from));
@@ -220,11 +234,22 @@ __device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* d
   }
 }
 
-// Wait for this thread's cp.async copies, then for the whole block.
+// Make this thread's writes to shared memory visible to the asynchronous proxy that
+// wgmma reads shared memory through (sm_90+).
+__device__ __forceinline__ void fence_async_shared() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// Wait for this thread's cp.async copies, then for the whole block; with ForWgmma, what the
+// block wrote to shared memory is then visible to wgmma too.
+template <bool ForWgmma = false>
 __device__ __forceinline__ void copy_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
+  if constexpr (ForWgmma) fence_async_shared();
   __syncthreads();
 }
 
@@ -236,12 +261,13 @@ __device__ __forceinline__ void copy_commit() {
 }
 
 // Wait until at most `Pending` of this thread's committed copy groups are still running,
-// then synchronize the block.
-template <int Pending>
+// then synchronize the block (with ForWgmma, the copies done visible to wgmma too).
+template <int Pending, bool ForWgmma = false>
 __device__ __forceinline__ void copy_wait_prior() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
 #endif
+  if constexpr (ForWgmma) fence_async_shared();
   __syncthreads();
 }
 

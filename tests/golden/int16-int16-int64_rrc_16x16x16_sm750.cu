@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_9821e60a
+// blasdx block GEMM blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_cb8a49cd
 //   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -79,7 +79,7 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long lon
   else
     blasdx::copy_runs<16, 128, 8, threads, false>(shared, 144, global, ld_bytes, blasdx::thread_rank());
 }
-__device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
+__device__ __forceinline__ void copy_wait() { blasdx::copy_wait<false>(); }
 
 // The epilogue, written once for every path: the value of C(r, col) from its product acc
 // and its old value: c_store(alpha * acc + beta * c_load(old)). alpha == 0 ignores acc;
@@ -227,6 +227,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 //   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
+//   store_at(acc, c, index, alpha, beta);  // the same with C(r, col) at c[index(r, col)], e.g. other::a_index
 // C may be in shared or global memory (col_major, leading dimension ldc). Who owns what:
 // thread t of the first 32 takes micro-tiles t, t + 32, ... of 2x2 outputs
 // (64 in all). A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
@@ -286,6 +287,23 @@ __device__ __forceinline__ void load(const c_t* c, long long ldc, accumulator& a
                               : blasdx::zero<acc_value_t>();
 }
 
+// The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in
+// shared memory, for instance (index = other::a_index), whose wgmma then reads it (the
+// writes are made visible to it; call __syncthreads() before the other multiply).
+template <class Index, class CLoad = blasdx::identity, class CStore = blasdx::identity>
+__device__ __forceinline__ void store_at(const accumulator& acc, c_t* c, const Index& index, const scalar_t& alpha,
+                                         const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i) {
+    if (!acc.in_bounds(i)) continue;
+    c_t* p = c + index(acc.row(i), acc.col(i));
+    c_t old{};
+    if (!blasdx::is_zero(beta)) old = *p;
+    *p = epilogue(acc.row(i), acc.col(i), acc[i], old, alpha, beta, c_load, c_store);
+  }
+  blasdx::fence_async_shared();
+}
+
 // C = c_store(alpha * acc + beta * c_load(C)) for the values inside m x n: the epilogue of
 // execute(), with its paired accesses where C allows.
 template <class CLoad = blasdx::identity, class CStore = blasdx::identity>
@@ -304,7 +322,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_9821e60a(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_cb8a49cd(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];

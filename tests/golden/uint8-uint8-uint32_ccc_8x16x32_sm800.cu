@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_3d70e314
+// blasdx block GEMM blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_8e35962b
 //   8x16x32, mma_i8, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -79,7 +79,7 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long lon
   else
     blasdx::copy_runs<16, 32, 4, threads, false>(shared, 48, global, ld_bytes, blasdx::thread_rank());
 }
-__device__ __forceinline__ void copy_wait() { blasdx::copy_wait(); }
+__device__ __forceinline__ void copy_wait() { blasdx::copy_wait<false>(); }
 
 // The epilogue, written once for every path: the value of C(r, col) from its product acc
 // and its old value: c_store(alpha * acc + beta * c_load(old)). alpha == 0 ignores acc;
@@ -165,8 +165,9 @@ struct tile_position { int m0, n0; };
 __device__ __forceinline__ tile_position tile_origin(int tile) { return {(tile / tiles_n) * tile_m, (tile % tiles_n) * tile_n}; }
 
 struct worker {
-  int lane, g, t;
-  __device__ __forceinline__ explicit worker(int rank) : lane(rank & 31), g((rank & 31) >> 2), t(rank & 3) {}
+  int lane, g, t, row0;  // row0: the first row of the tile that the thread's warp holds
+  __device__ __forceinline__ explicit worker(int rank)
+      : lane(rank & 31), g((rank & 31) >> 2), t(rank & 3), row0(0) {}
 };
 
 __device__ __forceinline__ void zero_tile(tile_accumulator& acc) {
@@ -179,7 +180,7 @@ __device__ __forceinline__ void zero_tile(tile_accumulator& acc) {
 }
 // Value e of a thread's tile: acc[i][j][v] with e = (i * pn + j) * c_vals + v, and its place in C.
 template <class Tile> __device__ __forceinline__ auto& value_of(Tile& acc, int e) { return acc[e / (pn * c_vals)][e / c_vals % pn][e % c_vals]; }
-__device__ __forceinline__ int value_row(const worker& w, tile_position at, int e) { return at.m0 + e / (pn * c_vals) * im + c_row(e % c_vals, w.g, w.t); }
+__device__ __forceinline__ int value_row(const worker& w, tile_position at, int e) { return at.m0 + w.row0 + e / (pn * c_vals) * im + c_row(e % c_vals, w.g, w.t); }
 __device__ __forceinline__ int value_col(const worker& w, tile_position at, int e) { return at.n0 + e / c_vals % pn * in_ + c_col(e % c_vals, w.g, w.t); }
 
 // The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
@@ -217,7 +218,7 @@ __device__ __forceinline__ void for_each_pair(const worker& w, tile_position at,
 #pragma unroll
     for (int j = 0; j < pn; ++j)
 #pragma unroll
-      for (int v = 0; v < c_vals; v += 2) f(i, j, v, at.m0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
+      for (int v = 0; v < c_vals; v += 2) f(i, j, v, at.m0 + w.row0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
 }
 
 // C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
@@ -303,6 +304,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 //   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
+//   store_at(acc, c, index, alpha, beta);  // the same with C(r, col) at c[index(r, col)], e.g. other::a_index
 // C may be in shared or global memory (col_major, leading dimension ldc). Who owns what:
 // warp w of the first 1 takes tiles w, w + 1, ... of 16x16 outputs
 // (1 in all), and each of its lanes holds 8 values of a tile, the mma fragment
@@ -364,6 +366,23 @@ __device__ __forceinline__ void load(const c_t* c, long long ldc, accumulator& a
                               : blasdx::zero<acc_value_t>();
 }
 
+// The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in
+// shared memory, for instance (index = other::a_index), whose wgmma then reads it (the
+// writes are made visible to it; call __syncthreads() before the other multiply).
+template <class Index, class CLoad = blasdx::identity, class CStore = blasdx::identity>
+__device__ __forceinline__ void store_at(const accumulator& acc, c_t* c, const Index& index, const scalar_t& alpha,
+                                         const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i) {
+    if (!acc.in_bounds(i)) continue;
+    c_t* p = c + index(acc.row(i), acc.col(i));
+    c_t old{};
+    if (!blasdx::is_zero(beta)) old = *p;
+    *p = epilogue(acc.row(i), acc.col(i), acc[i], old, alpha, beta, c_load, c_store);
+  }
+  blasdx::fence_async_shared();
+}
+
 // C = c_store(alpha * acc + beta * c_load(C)) for the values inside m x n: the epilogue of
 // execute(), with its paired accesses where C allows.
 template <class CLoad = blasdx::identity, class CStore = blasdx::identity>
@@ -382,7 +401,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_3d70e314(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_u8u8u32_8x16x32_ccc_t32_8e35962b(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];

@@ -1,0 +1,134 @@
+"""wgmma against mma.sync on one sm_90 GPU, in one run: the block GEMM alone (register
+accumulators: ``multiply`` 200 times on shared-memory A and B, the grid of
+../shared/bench/side_by_side.py) and the batched execute() over ~1 GiB, for each shape
+with the planner's choice (wgmma), with InstructionFamily('mma') and, for wgmma, with each
+other number of warpgroups that fits.
+
+    python benchmarks/wgmma_sweep.py [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import cupy as cp
+import numpy as np
+
+import blasdx
+from blasdx import SM, Arrangement, Block, BlockDim, InstructionFamily, Precision, Size
+
+REPS = 200
+LAYOUT = {"r": "row_major", "c": "col_major"}
+SHAPES = [  # m, n, k, A/B precision, C precision, arrangement
+    (64, 64, 64, "float16", "float32", "rrr"), (128, 128, 64, "float16", "float16", "rrr"),
+    (128, 128, 64, "bfloat16", "float32", "rrr"), (128, 256, 64, "float16", "float16", "rrr"),
+    (256, 128, 64, "float16", "float16", "rrr"), (64, 128, 64, "float16", "float32", "rcr"),
+    (64, 256, 32, "bfloat16", "bfloat16", "rcr"), (192, 96, 48, "float16", "float32", "crc"),
+    (128, 64, 128, "bfloat16", "float32", "rcr"), (64, 8, 64, "float16", "float32", "rcr"),
+    (64, 48, 32, "float16", "float16", "ccc"), (320, 64, 32, "float16", "float32", "rrr"),
+    (128, 128, 128, "float16", "float32", "rcr"), (64, 64, 256, "bfloat16", "float32", "rrr"),
+]
+
+REPEAT = r"""
+extern "C" __global__ void repeat_reg(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  gemm::load_a(a, sa); gemm::load_b(b, sb); gemm::copy_wait();
+  auto acc = gemm::make_accumulator();
+  for (int r = 0; r < reps; ++r) gemm::multiply(sa, sb, acc);
+  gemm::store(acc, c, gemm::global_ldc, gemm::scalar_t(1), gemm::scalar_t(0));
+}
+"""
+
+
+def timed(fn, reps=10, warm=2) -> float:
+    for _ in range(warm):
+        fn()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return float(np.median(times))
+
+
+def random(shape, precision: str):
+    """Values in [-1, 1) stored as ``precision`` (bfloat16 as its raw 16 bits)."""
+    x = cp.random.uniform(-1, 1, shape, dtype=cp.float32)
+    if precision == "bfloat16":
+        return (x.view(cp.uint32) >> 16).astype(cp.uint16)
+    return x.astype(precision)
+
+
+def block_tflops(desc, grid: int) -> float:
+    m, n, k = desc.size
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + REPEAT, "repeat_reg")
+    a, b = random(m * k, desc.precision.a), random(k * n, desc.precision.b)
+    c = cp.zeros(m * n, dtype=cp.float32 if desc.precision.c == "float32" else cp.uint16)
+    ms = timed(lambda: kernel((grid,), tuple(desc.block_dim), (a, b, c, np.int32(REPS)),
+                              shared_mem=desc.shared_memory_size))
+    return 2 * m * n * k * REPS * grid / ms / 1e9
+
+
+def batched_gbps(desc) -> float:
+    m, n, k = desc.size
+    sizes = {x: 2 if getattr(desc.precision, x) != "float32" else 4 for x in "abc"}
+    per = m * k * sizes["a"] + k * n * sizes["b"] + 2 * m * n * sizes["c"]
+    batch = (1 << 30) // per
+    shape = {"a": (m, k), "b": (k, n), "c": (m, n)}
+    arrays = []
+    for x in "abc":
+        rows, cols = shape[x]
+        layout = getattr(desc.arrangement, x)
+        stored = random((batch, rows, cols) if layout == "row_major" else (batch, cols, rows), getattr(desc.precision, x))
+        arrays.append(stored if layout == "row_major" else stored.transpose(0, 2, 1))
+    if desc.precision.a == "bfloat16":
+        return float("nan")  # CuPy has no bfloat16 arrays for execute(); the block GEMM is measured
+    a, b, c = arrays
+    ms = timed(lambda: desc.execute(a, b, c, alpha=1.0, beta=0.5))
+    return per * batch / ms / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    grid = props["multiProcessorCount"] * 16
+    rows = []
+    for m, n, k, ab, c, arr in SHAPES:
+        base = Size(m, n, k) + Precision(ab, ab, c) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(900)
+        chosen = base + Block()
+        row = {"case": f"{m}x{n}x{k} {ab}->{c} {arr}", "instruction": chosen.instruction.name,
+               "threads": chosen.block_dim[0]}
+        row["reg_TFLOPs"] = block_tflops(chosen, grid)
+        row["batched_GBps"] = batched_gbps(chosen)
+        mma = base + Block() + InstructionFamily("mma")
+        row["mma_threads"] = mma.block_dim[0]
+        row["mma_reg_TFLOPs"] = block_tflops(mma, grid)
+        row["mma_batched_GBps"] = batched_gbps(mma)
+        if chosen.instruction.is_wgmma:
+            for threads in (128, 256, 512):
+                other = base + Block() + BlockDim(threads)
+                if threads != row["threads"] and other.instruction.is_wgmma:
+                    row[f"reg_TFLOPs_t{threads}"] = block_tflops(other, grid)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"SUMMARY {props['name'].decode()}: block GEMM TFLOP/s (register accumulators) and batched GB/s")
+    print(f"{'case':34s} {'instr':11s} {'thr':>4s} {'reg':>7s} {'mma':>7s} {'ratio':>6s} {'batched':>8s} {'mma':>8s} other warpgroups")
+    for r in rows:
+        others = ", ".join(f"{key[12:]} {value:.0f}" for key, value in r.items() if key.startswith("reg_TFLOPs_t"))
+        print(f"{r['case']:34s} {r['instruction']:11s} {r['threads']:4d} {r['reg_TFLOPs']:7.1f} {r['mma_reg_TFLOPs']:7.1f} "
+              f"{r['reg_TFLOPs'] / r['mma_reg_TFLOPs']:5.2f}x {r['batched_GBps']:8.0f} {r['mma_batched_GBps']:8.0f} {others}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
