@@ -1,8 +1,9 @@
 """wgmma against mma.sync on one sm_90 GPU, in one run: the block GEMM alone (register
 accumulators: ``multiply`` 200 times on shared-memory A and B, the grid of
 ../shared/bench/side_by_side.py) and the batched execute() over ~1 GiB, for each shape
-with the planner's choice (wgmma), with InstructionFamily('mma') and, for wgmma, with each
-other number of warpgroups that fits.
+with the planner's choice (wgmma, whose swizzled layouts need no padding), with
+InstructionFamily('mma') and the suggested (padded) leading dimensions, and, for wgmma,
+with each other number of warpgroups that fits.
 
     python benchmarks/wgmma_sweep.py [--out results.json]
 """
@@ -16,7 +17,7 @@ import cupy as cp
 import numpy as np
 
 import blasdx
-from blasdx import SM, Arrangement, Block, BlockDim, InstructionFamily, Precision, Size
+from blasdx import SM, Arrangement, Block, BlockDim, InstructionFamily, LeadingDimension, Precision, Size
 
 REPS = 200
 LAYOUT = {"r": "row_major", "c": "col_major"}
@@ -31,7 +32,7 @@ SHAPES = [  # m, n, k, A/B precision, C precision, arrangement
 ]
 
 REPEAT = r"""
-extern "C" __global__ void repeat_reg(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
+extern "C" __global__ void __launch_bounds__(gemm::threads) repeat_reg(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
   extern __shared__ __align__(16) unsigned char smem[];
   auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
   auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
@@ -72,10 +73,14 @@ def block_tflops(desc, grid: int) -> float:
     c = cp.zeros(m * n, dtype=cp.float32 if desc.precision.c == "float32" else cp.uint16)
     ms = timed(lambda: kernel((grid,), tuple(desc.block_dim), (a, b, c, np.int32(REPS)),
                               shared_mem=desc.shared_memory_size))
-    return 2 * m * n * k * REPS * grid / ms / 1e9
+    function = kernel._function(cp.cuda.Device().id)[0]  # the loaded CuPy Function
+    regs = cp.cuda.driver.funcGetAttribute(4, function.ptr)  # CU_FUNC_ATTRIBUTE_NUM_REGS
+    return 2 * m * n * k * REPS * grid / ms / 1e9, regs
 
 
 def batched_gbps(desc) -> float:
+    if desc.precision.a == "bfloat16":
+        return float("nan")  # CuPy has no bfloat16 arrays for execute(); the block GEMM is measured
     m, n, k = desc.size
     sizes = {x: 2 if getattr(desc.precision, x) != "float32" else 4 for x in "abc"}
     per = m * k * sizes["a"] + k * n * sizes["b"] + 2 * m * n * sizes["c"]
@@ -87,8 +92,6 @@ def batched_gbps(desc) -> float:
         layout = getattr(desc.arrangement, x)
         stored = random((batch, rows, cols) if layout == "row_major" else (batch, cols, rows), getattr(desc.precision, x))
         arrays.append(stored if layout == "row_major" else stored.transpose(0, 2, 1))
-    if desc.precision.a == "bfloat16":
-        return float("nan")  # CuPy has no bfloat16 arrays for execute(); the block GEMM is measured
     a, b, c = arrays
     ms = timed(lambda: desc.execute(a, b, c, alpha=1.0, beta=0.5))
     return per * batch / ms / 1e6
@@ -106,24 +109,25 @@ def main() -> None:
         chosen = base + Block()
         row = {"case": f"{m}x{n}x{k} {ab}->{c} {arr}", "instruction": chosen.instruction.name,
                "threads": chosen.block_dim[0]}
-        row["reg_TFLOPs"] = block_tflops(chosen, grid)
+        row["reg_TFLOPs"], row["regs"] = block_tflops(chosen, grid)
         row["batched_GBps"] = batched_gbps(chosen)
         mma = base + Block() + InstructionFamily("mma")
+        mma = mma + LeadingDimension(*mma.suggested_leading_dimension)  # padded against bank conflicts
         row["mma_threads"] = mma.block_dim[0]
-        row["mma_reg_TFLOPs"] = block_tflops(mma, grid)
+        row["mma_reg_TFLOPs"], row["mma_regs"] = block_tflops(mma, grid)
         row["mma_batched_GBps"] = batched_gbps(mma)
         if chosen.instruction.is_wgmma:
             for threads in (128, 256, 512):
                 other = base + Block() + BlockDim(threads)
                 if threads != row["threads"] and other.instruction.is_wgmma:
-                    row[f"reg_TFLOPs_t{threads}"] = block_tflops(other, grid)
+                    row[f"reg_TFLOPs_t{threads}"] = block_tflops(other, grid)[0]
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"SUMMARY {props['name'].decode()}: block GEMM TFLOP/s (register accumulators) and batched GB/s")
-    print(f"{'case':34s} {'instr':11s} {'thr':>4s} {'reg':>7s} {'mma':>7s} {'ratio':>6s} {'batched':>8s} {'mma':>8s} other warpgroups")
+    print(f"{'case':34s} {'instr':11s} {'thr':>4s} {'regs':>4s} {'reg':>7s} {'mma':>7s} {'ratio':>6s} {'batched':>8s} {'mma':>8s} other warpgroups")
     for r in rows:
         others = ", ".join(f"{key[12:]} {value:.0f}" for key, value in r.items() if key.startswith("reg_TFLOPs_t"))
-        print(f"{r['case']:34s} {r['instruction']:11s} {r['threads']:4d} {r['reg_TFLOPs']:7.1f} {r['mma_reg_TFLOPs']:7.1f} "
+        print(f"{r['case']:34s} {r['instruction']:11s} {r['threads']:4d} {r['regs']:4d} {r['reg_TFLOPs']:7.1f} {r['mma_reg_TFLOPs']:7.1f} "
               f"{r['reg_TFLOPs'] / r['mma_reg_TFLOPs']:5.2f}x {r['batched_GBps']:8.0f} {r['mma_batched_GBps']:8.0f} {others}")
     if args.out:
         with open(args.out, "w") as f:

@@ -155,7 +155,8 @@ def test_suggested_block_dim_formula():
     assert (Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(900)).suggested_block_dim == (128, 1, 1)
     assert (Size(128, 128, 64) + Precision("float16") + SM(900)).suggested_block_dim == (256, 1, 1)
     assert (Size(64, 512, 64) + Precision("bfloat16", "bfloat16", "float32") + SM(900)).suggested_block_dim == (256, 1, 1)
-    assert (Size(256, 256, 64) + Precision("float16") + SM(900)).suggested_block_dim == (512, 1, 1)  # 128 floats each
+    # 256 x 256: 128 floats a thread even at 512 threads, past their register share: mma.sync.
+    assert (Size(256, 256, 64) + Precision("float16") + SM(900)).suggested_block_dim == (256, 1, 1)
     assert (Size(32, 64, 64) + Precision("float16") + SM(900)).suggested_block_dim == (32, 1, 1)  # m < 64: mma.sync
     forbid = Size(64, 64, 64) + Precision("float16") + SM(900) + InstructionFamily("mma")
     assert forbid.suggested_block_dim == (64, 1, 1)

@@ -22,5 +22,7 @@ def test_example_runs_and_checks_itself_on_the_gpu(script):
                          cwd=ROOT, env=env, timeout=300)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text
+    if "not installed here, so not run" in text:  # an optional extra (dask) this machine lacks
+        pytest.skip(text.strip())
     assert "no GPU here" not in text and "FAILED" not in text, text
     assert " OK" in text, text

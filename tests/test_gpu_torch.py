@@ -124,6 +124,7 @@ def test_execute_is_captured_by_a_cupy_stream_graph_and_replays():
     for _ in range(2):
         a[...] = cupy.random.standard_normal(a.shape, dtype=np.float32).astype(np.float16)
         c.fill(np.nan)
+        cupy.cuda.Device().synchronize()  # the fills (on CuPy's default stream) are done before the replay
         graph.launch(stream)
         stream.synchronize()
         ref = a.astype(np.float64) @ b.astype(np.float64)

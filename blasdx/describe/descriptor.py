@@ -36,6 +36,7 @@ from .traits import (
     stored_rows,
     takes_float_micro_tiles,
     wgmma_choice_of,
+    wgmma_n_step,
     wgmma_threads,
 )
 
@@ -301,7 +302,7 @@ class Descriptor:
         m, n, _ = self.size
         family = self._ops.get("InstructionFamily")
         if family is None or family.value == "wgmma":  # type: ignore[attr-defined]
-            threads = wgmma_threads(m, n)
+            threads = wgmma_threads(m, n, wgmma_n_step(self.arrangement.b))
             choice = wgmma_choice_of(self._ops, threads)
             if choice is not None and choice.holds:
                 return XYZ(threads, 1, 1)

@@ -121,20 +121,28 @@ class WgmmaChoice:
         return tuple(text for text, held in self.conditions if not held)
 
 
+def wgmma_accumulator_registers(threads: int) -> int:
+    """Float accumulator registers a thread of a ``threads``-thread block may hold:
+    WGMMA_MAX_ACC_REGS, or fewer where the block's share of the register file (64K
+    registers an SM) leaves less beside the ~32 its other values take."""
+    return min(WGMMA_MAX_ACC_REGS, 65536 // threads - 32)
+
+
 def wgmma_tile_n(m: int, n: int, threads: int, step: int) -> int:
     """The n of a warpgroup's 64 x n tile: a multiple of ``step`` dividing n, at most 256,
-    whose float accumulators (n / 2 registers a tile) fit WGMMA_MAX_ACC_REGS over the
-    tiles each warpgroup takes; the fewest passes, then the widest tile (each wgmma then
-    reads A once for more of B). 0 where none fits."""
+    whose float accumulators (n / 2 registers a tile) fit ``wgmma_accumulator_registers``
+    over the tiles each warpgroup takes; the fewest passes, then the widest tile (each
+    wgmma then reads A once for more of B). 0 where none fits."""
     groups = threads // 128
     if groups == 0 or m % 64:
         return 0
+    budget = wgmma_accumulator_registers(threads)
     best: tuple[tuple[int, int], int] | None = None
     for tile_n in range(step, min(n, WGMMA_MAX_N) + 1, step):
         if n % tile_n:
             continue
         passes = math.ceil(m // 64 * (n // tile_n) / groups)
-        if passes * tile_n // 2 > WGMMA_MAX_ACC_REGS:
+        if passes * tile_n // 2 > budget:
             continue
         key = (passes, -tile_n)
         if best is None or key < best[0]:
@@ -142,13 +150,22 @@ def wgmma_tile_n(m: int, n: int, threads: int, step: int) -> int:
     return 0 if best is None else best[1]
 
 
-def wgmma_threads(m: int, n: int) -> int:
-    """Threads a wgmma block GEMM suggests: a warpgroup per widest tile, at most two, or more
-    where the accumulators would not fit two (at most eight)."""
-    widest = max((t for t in range(8, min(n, WGMMA_MAX_N) + 1, 8) if n % t == 0), default=n)
+def wgmma_n_step(b_layout: str) -> int:
+    """What the n of a wgmma tile is a multiple of: 8, or 16 for row-major B, which wgmma
+    reads transposed, in swizzled rows of 32 bytes or more."""
+    return 16 if b_layout == "row_major" else 8
+
+
+def wgmma_threads(m: int, n: int, step: int) -> int:
+    """Threads a wgmma block GEMM suggests: a warpgroup per widest tile, at most two, or
+    the fewest more (up to eight) whose accumulators fit (``wgmma_tile_n``)."""
+    widest = max((t for t in range(step, min(n, WGMMA_MAX_N) + 1, step) if n % t == 0), default=n)
     tiles = max(1, (m // 64) * (n // widest))
-    needed = math.ceil(m * n / (128 * WGMMA_MAX_ACC_REGS))
-    return 128 * min(8, tiles, max(2, needed))
+    fewest = min(2, tiles)
+    for groups in range(fewest, min(8, tiles) + 1):
+        if wgmma_tile_n(m, n, 128 * groups, step):
+            return 128 * groups
+    return 128 * fewest
 
 
 def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice | None:
@@ -168,11 +185,11 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     takes_precisions = base.name in WGMMA_OF
     if sm != WGMMA_SM and not takes_precisions:
         return None
+    b_mn_major = arr["b"] == "row_major"  # B's n contiguous: wgmma reads it transposed
+    step = wgmma_n_step(arr["b"])
     given = "BlockDim" in ops
     if threads is None:
-        threads = ops["BlockDim"].threads if given else wgmma_threads(m, n)  # type: ignore[attr-defined]
-    b_mn_major = arr["b"] == "row_major"  # B's n contiguous: wgmma reads it transposed
-    step = 16 if b_mn_major else 8  # row-major B's tiles need rows of 32 bytes or more to swizzle
+        threads = ops["BlockDim"].threads if given else wgmma_threads(m, n, step)  # type: ignore[attr-defined]
     tile_n = wgmma_tile_n(m, n, threads, step)
     esize = element_sizes_of(ops)
     kind = " complex" if complex_ else ""
@@ -189,7 +206,7 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     )
     if m % 64 == 0 and threads % 128 == 0:  # the tiles exist: do their accumulators fit?
         conditions += ((f"a warpgroup tile of 64 x N (N a multiple of {step} dividing n, at most {WGMMA_MAX_N}) "
-                        f"whose float accumulators fit {WGMMA_MAX_ACC_REGS} registers a thread "
+                        f"whose float accumulators fit {wgmma_accumulator_registers(threads)} registers a thread "
                         f"({m * n // threads} outputs a thread here)", tile_n > 0),)
     a_contiguous = m if arr["a"] == "col_major" else k
     b_contiguous = tile_n if b_mn_major else k
