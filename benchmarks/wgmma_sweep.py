@@ -73,9 +73,7 @@ def block_tflops(desc, grid: int) -> float:
     c = cp.zeros(m * n, dtype=cp.float32 if desc.precision.c == "float32" else cp.uint16)
     ms = timed(lambda: kernel((grid,), tuple(desc.block_dim), (a, b, c, np.int32(REPS)),
                               shared_mem=desc.shared_memory_size))
-    function = kernel._function(cp.cuda.Device().id)[0]  # the loaded CuPy Function
-    regs = cp.cuda.driver.funcGetAttribute(4, function.ptr)  # CU_FUNC_ATTRIBUTE_NUM_REGS
-    return 2 * m * n * k * REPS * grid / ms / 1e9, regs
+    return 2 * m * n * k * REPS * grid / ms / 1e9, kernel.registers
 
 
 def batched_gbps(desc) -> float:

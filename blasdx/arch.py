@@ -97,6 +97,11 @@ class Instruction:
     def is_wgmma(self) -> bool:
         return self.scope == "warpgroup"
 
+    @property
+    def reads_transposed(self) -> bool:
+        """wgmma: whether it reads A and B MN-major too (16-bit operands), not K-major only."""
+        return self.is_wgmma and self.operand_bits == 16
+
     def spelled(self, a: str, b: str, bit_op: str = "", ptx: str | None = None, n: int = 0) -> str:
         """``ptx`` (default: the instruction's own) for operand precisions a, b, a bit op and
         (wgmma) the instruction's n."""
@@ -142,7 +147,15 @@ WGMMA_F16 = Instruction("wgmma_f16", 64, 8, 16, "wgmma.mma_async.sync.aligned.m6
                         scope="warpgroup", accumulator="float", operand_bits=16, ldmatrix=True, fallback=MMA_F16)
 WGMMA_BF16 = Instruction("wgmma_bf16", 64, 8, 16, "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16", 900,
                          scope="warpgroup", accumulator="float", operand_bits=16, ldmatrix=True, fallback=MMA_BF16)
-WGMMA_OF: dict[str, Instruction] = {"mma_f16": WGMMA_F16, "mma_bf16": WGMMA_BF16}
+# The 32- and 8-bit forms read A and B K-major only (row-major A, column-major B).
+WGMMA_TF32 = Instruction("wgmma_tf32", 64, 8, 8, "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32", 900,
+                         scope="warpgroup", accumulator="float", operand_bits=32, fallback=MMA_TF32)
+WGMMA_FP8 = Instruction("wgmma_fp8", 64, 8, 32, "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{a}.{b}", 900,
+                        scope="warpgroup", accumulator="float", operand_bits=8, fallback=MMA_FP8)
+WGMMA_I8 = Instruction("wgmma_i8", 64, 8, 32, "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.{a}.{b}", 900,
+                       scope="warpgroup", accumulator="int", operand_bits=8, fallback=MMA_I8)
+WGMMA_OF: dict[str, Instruction] = {x.fallback.name: x for x in (WGMMA_F16, WGMMA_BF16, WGMMA_TF32, WGMMA_FP8, WGMMA_I8)
+                                    if x.fallback is not None}
 # wgmma runs on exactly this SM (compiled for sm_90a: ``compile_arch_name``).
 WGMMA_SM = 900
 WGMMA_MAX_N = 256

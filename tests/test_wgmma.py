@@ -52,6 +52,18 @@ def test_sm90_16_bit_gemms_take_wgmma(prec):
     assert desc.shared_memory_size == 32768 + 128 * 128 * desc.element_size.c
 
 
+@pytest.mark.parametrize("prec, name", [
+    (("tfloat32", "tfloat32", "float32"), "wgmma_tf32"), (("float8_e4m3", "float8_e5m2", "float32"), "wgmma_fp8"),
+    (("float8_e5m2", "float8_e5m2", "bfloat16"), "wgmma_fp8"), (("int8", "uint8", "int32"), "wgmma_i8"),
+])
+def test_k_major_precisions_take_wgmma_with_row_major_a_and_column_major_b(prec, name):
+    desc = gemm((128, 64, 64), prec, "rcr")
+    assert desc.instruction.name == name and desc.plan.a.swizzle and desc.plan.b.swizzle
+    instr, reason = gemm((128, 64, 64), prec, "rrr").instruction_choice
+    assert instr.name == name.replace("wgmma", "mma") and "K-major only" in reason
+    assert not gemm((128, 64, 64), prec, "ccr").instruction.is_wgmma
+
+
 @pytest.mark.parametrize("size, threads, tile_n", [
     ((64, 64, 64), 128, 64), ((64, 8, 16), 128, 8), ((64, 256, 64), 128, 256), ((64, 512, 16), 256, 256),
     ((256, 128, 64), 256, 128), ((320, 48, 80), 256, 48), ((128, 264, 32), 384, 88), ((256, 128, 32), 256, 128), ((192, 256, 16), 384, 256),
@@ -71,7 +83,7 @@ def test_tiles_and_suggested_warpgroups(size, threads, tile_n):
     (gemm((64, 64, 64), ("float16", "float16", "float32"), "rrr", 900, BlockDim(64)), "whole warpgroups"),
     (gemm((128, 256, 32), ("float16", "float16", "float32"), "rcr", 900, BlockDim(128)), "accumulators fit"),
     (gemm(sm=800), "SM 900"),
-    (gemm(prec=("tfloat32", "tfloat32", "float32")), "float16 or bfloat16"),
+    (gemm((64, 64, 32), ("float64",) * 3), "float16, bfloat16, tfloat32"),
 ])
 def test_each_failed_condition_is_named_and_mma_sync_runs(desc, failed):
     instr, reason = desc.instruction_choice
@@ -87,7 +99,7 @@ def test_each_failed_condition_is_named_and_mma_sync_runs(desc, failed):
 def test_float32_and_complex_on_other_sms_say_nothing_of_wgmma():
     for desc in (gemm(prec=("float32",) * 3, sm=800), gemm(prec=("float16",) * 3, sm=800) + Type("complex")):
         assert "wgmma" not in desc.instruction_choice[1] and "wgmma conditions" not in desc.explain()
-    with pytest.raises(UnsupportedError, match="SM 900 with float16 or bfloat16"):
+    with pytest.raises(UnsupportedError, match="SM 900 with float16 or bfloat16"):  # the rule's words
         (gemm(prec=("float32",) * 3, sm=800) + InstructionFamily("wgmma")).plan  # noqa: B018
 
 
@@ -146,10 +158,12 @@ needs_sm90 = pytest.mark.skipif(900 not in supported_archs(), reason="the instal
 
 
 @needs_sm90
-@pytest.mark.parametrize("arr", ARRANGEMENTS)
-@pytest.mark.parametrize("prec", [("float16", "float16", "float32"), ("bfloat16",) * 3], ids=["f16f32", "bf16"])
+@pytest.mark.parametrize("prec, arr", [(p, a) for p in (("float16", "float16", "float32"), ("bfloat16",) * 3)
+                                       for a in ARRANGEMENTS]
+                         + [(p, "rcr") for p in (("tfloat32", "tfloat32", "float32"),
+                                                 ("float8_e4m3", "float8_e5m2", "float16"), ("int8", "int8", "int32"))])
 def test_the_wgmma_device_api_compiles_for_sm_90a(prec, arr):
-    desc = gemm((128, 96, 48), prec, arr)
+    desc = gemm((128, 96, 64), prec, arr)
     assert desc.instruction.is_wgmma
     kernel = compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop", sm=900)
     assert kernel.cubin[:4] == b"\x7fELF"

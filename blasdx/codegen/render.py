@@ -115,7 +115,7 @@ def _context(plan: GemmPlan, name: str) -> dict:
     ctx["wgmma"] = instr.is_wgmma
     if instr.fallback is not None:  # wgmma
         ctx.update(wgmma_ptx=instr.spelled(plan.a.precision, plan.b.precision, n=plan.tile_n),
-                   warpgroups=plan.threads // 128,
+                   warpgroups=plan.threads // 128, wgmma_transposes=instr.reads_transposed,
                    # wgmma reads K-major A and B as they are, MN-major ones transposed.
                    a_transposed=int(plan.a.layout == "col_major"), b_transposed=int(plan.b.layout == "row_major"))
         # Everything below describes the warp-level mma.sync that computes the same

@@ -185,6 +185,7 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     takes_precisions = base.name in WGMMA_OF
     if sm != WGMMA_SM and not takes_precisions:
         return None
+    wgmma = WGMMA_OF.get(base.name)
     b_mn_major = arr["b"] == "row_major"  # B's n contiguous: wgmma reads it transposed
     step = wgmma_n_step(arr["b"])
     given = "BlockDim" in ops
@@ -193,17 +194,21 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     tile_n = wgmma_tile_n(m, n, threads, step)
     esize = element_sizes_of(ops)
     kind = " complex" if complex_ else ""
+    k_step = wgmma.k if wgmma is not None else 16
     conditions: tuple[tuple[str, bool], ...] = (
         (f"SM {WGMMA_SM}, compiled for sm_90a (the descriptor says SM {sm})", sm == WGMMA_SM),
-        (f"float16 or bfloat16 A and B, accumulated in float32 (here {prec['a']} x {prec['b']} -> "
-         f"{prec['c']}{kind})", takes_precisions),
+        (f"float16, bfloat16, tfloat32, float8 or 8-bit integer A and B with a tensor-core accumulator (here "
+         f"{prec['a']} x {prec['b']} -> {prec['c']}{kind})", takes_precisions),
         (f"m a multiple of 64 (m = {m})", m % 64 == 0),
-        (f"k a multiple of 16 (k = {k})", k % 16 == 0),
+        (f"k a multiple of {k_step} (k = {k})", k % k_step == 0),
         (f"n a multiple of {step}{' (row-major B is read transposed, in rows of 32 bytes or more)' if b_mn_major else ''}"
          f" (n = {n})", n % step == 0),
         (f"whole warpgroups: threads a multiple of 128 ({'BlockDim gives' if given else 'wgmma would suggest'} "
          f"{threads})", threads % 128 == 0),
     )
+    if wgmma is not None and not wgmma.reads_transposed:
+        conditions += ((f"row-major A and column-major B: wgmma reads {prec['a']} and {prec['b']} K-major only "
+                        f"(here {arr['a']} A, {arr['b']} B)", arr["a"] == "row_major" and arr["b"] == "col_major"),)
     if m % 64 == 0 and threads % 128 == 0:  # the tiles exist: do their accumulators fit?
         conditions += ((f"a warpgroup tile of 64 x N (N a multiple of {step} dividing n, at most {WGMMA_MAX_N}) "
                         f"whose float accumulators fit {wgmma_accumulator_registers(threads)} registers a thread "

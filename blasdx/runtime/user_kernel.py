@@ -29,6 +29,9 @@ from .device import (
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4  # the driver's CUfunction_attribute
+
+
 class UserKernel:
     """A compiled user kernel; call it like a ``cupy.RawKernel``."""
 
@@ -71,6 +74,14 @@ class UserKernel:
                 loaded = (module, function, [DEFAULT_DYNAMIC_SHARED])
                 self._functions[device_id] = loaded
         return loaded[1], loaded[2]
+
+    @property
+    def registers(self) -> int:
+        """Registers a thread of this kernel takes on the current device (which bound the
+        threads a block may have: 65536 registers an SM)."""
+        cupy = cupy_module()
+        function, _ = self._function(cupy.cuda.runtime.getDevice())
+        return int(cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function.ptr))
 
     def __call__(self, grid: Any, block: Any, args: tuple, *, shared_mem: int = 0,
                  stream: Any = None) -> None:
