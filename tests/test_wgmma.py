@@ -99,7 +99,7 @@ def test_each_failed_condition_is_named_and_mma_sync_runs(desc, failed):
 def test_float32_and_complex_on_other_sms_say_nothing_of_wgmma():
     for desc in (gemm(prec=("float32",) * 3, sm=800), gemm(prec=("float16",) * 3, sm=800) + Type("complex")):
         assert "wgmma" not in desc.instruction_choice[1] and "wgmma conditions" not in desc.explain()
-    with pytest.raises(UnsupportedError, match="SM 900 with float16 or bfloat16"):  # the rule's words
+    with pytest.raises(UnsupportedError, match="SM 900 with float16, bfloat16, tfloat32"):
         (gemm(prec=("float32",) * 3, sm=800) + InstructionFamily("wgmma")).plan  # noqa: B018
 
 

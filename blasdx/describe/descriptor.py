@@ -281,7 +281,7 @@ class Descriptor:
             return base, reason
         if choice.holds:
             wgmma = WGMMA_OF[base.name]
-            return wgmma, (f"wgmma.mma_async m64nNk16 (sm_90a) takes {p.a} x {p.b} -> {p.c}: every condition holds")
+            return wgmma, f"wgmma.mma_async m64nNk{wgmma.k} (sm_90a) takes {p.a} x {p.b} -> {p.c}: every condition holds"
         return base, f"{reason}; not wgmma, which needs: " + "; ".join(choice.failed)
 
     @cached_property
@@ -292,7 +292,8 @@ class Descriptor:
 
     @property
     def suggested_block_dim(self) -> XYZ:
-        """wgmma (``wgmma_choice``): a warpgroup per tile, at most two. Otherwise one warp per 64 x 32 outputs (16-bit tensor cores, whose fragments load with
+        """wgmma (``wgmma_choice``): a warpgroup per tile, at most two (``wgmma_threads``).
+        Otherwise one warp per 64 x 32 outputs (16-bit tensor cores, whose fragments load with
         ldmatrix: an H100 measured 64^3 f16 with 64 threads at the batched rate of 128 and
         11-12% faster as a block GEMM, 6-36% with register accumulators; RESULTS.md), per
         32 x 32 outputs (the other tensor-core paths; float32 FMA with 4096 outputs or more,

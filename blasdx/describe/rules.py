@@ -285,8 +285,8 @@ def _check_instruction_family(ops: Mapping[str, Operator]) -> None:
     choice = wgmma_choice_of(ops)
     if choice is None:
         p = precision_of(ops)
-        failed: tuple[str, ...] = (f"SM 900 with float16 or bfloat16 A and B (the descriptor says SM "
-                                   f"{ops['SM'].value}, {p['a']} x {p['b']} -> {p['c']})",)  # type: ignore[attr-defined]
+        failed: tuple[str, ...] = (f"SM 900 with float16, bfloat16, tfloat32, float8 or 8-bit integer A and B (the "
+                                   f"descriptor says SM {ops['SM'].value}, {p['a']} x {p['b']} -> {p['c']})",)  # type: ignore[attr-defined]
     else:
         failed = choice.failed
     if failed:

@@ -182,10 +182,9 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     prec, arr = precision_of(ops), arrangement_of(ops)
     complex_ = is_complex_of(ops)
     base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], complex_, sm)
-    takes_precisions = base.name in WGMMA_OF
-    if sm != WGMMA_SM and not takes_precisions:
+    wgmma = WGMMA_OF.get(base.name)  # the wgmma form of the warp-level instruction, if any
+    if sm != WGMMA_SM and wgmma is None:
         return None
-    wgmma = WGMMA_OF.get(base.name)
     b_mn_major = arr["b"] == "row_major"  # B's n contiguous: wgmma reads it transposed
     step = wgmma_n_step(arr["b"])
     given = "BlockDim" in ops
@@ -198,7 +197,7 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     conditions: tuple[tuple[str, bool], ...] = (
         (f"SM {WGMMA_SM}, compiled for sm_90a (the descriptor says SM {sm})", sm == WGMMA_SM),
         (f"float16, bfloat16, tfloat32, float8 or 8-bit integer A and B with a tensor-core accumulator (here "
-         f"{prec['a']} x {prec['b']} -> {prec['c']}{kind})", takes_precisions),
+         f"{prec['a']} x {prec['b']} -> {prec['c']}{kind})", wgmma is not None),
         (f"m a multiple of 64 (m = {m})", m % 64 == 0),
         (f"k a multiple of {k_step} (k = {k})", k % k_step == 0),
         (f"n a multiple of {step}{' (row-major B is read transposed, in rows of 32 bytes or more)' if b_mn_major else ''}"

@@ -32,7 +32,7 @@ def explain(desc: Descriptor) -> str:
         warpgroups = p.threads // 128
         lines.append(
             f"warpgroup tiling: {_count(warpgroups, 'warpgroup')}; each pass computes a {p.tile_m}x{p.tile_n} tile of C "
-            f"with {p.k // p.instruction.k} wgmma m64n{p.tile_n}k16 (warp w of a group holds rows 16 (w % 4) .. "
+            f"with {p.k // p.instruction.k} wgmma m64n{p.tile_n}k{p.instruction.k} (warp w of a group holds rows 16 (w % 4) .. "
             f"16 (w % 4) + 15); {_count(p.tiles, 'tile')} over {_count(warpgroups, 'warpgroup')}; where wgmma cannot run "
             f"(not sm_90a, A or B not 1024-byte aligned, load hooks) {p.instruction.fallback.name if p.instruction.fallback else ''} "
             f"computes the same fragments")
@@ -63,9 +63,8 @@ def explain(desc: Descriptor) -> str:
         stored = (f"{x.rows}x{x.cols} {x.precision}" if x.pack == 1 else
                   f"{x.rows * (x.pack if x.name == 'b' else 1)}x{x.cols * (x.pack if x.name == 'a' else 1)} "
                   f"{x.precision} packed {x.pack} per {x.cpp_type} along k ({x.rows}x{x.cols} stored)")
-        swizzled = (f"in wgmma's {x.swizzle}-byte swizzled layout, "
-                   f"{'k' if (x.name == 'a') == (x.layout == 'row_major') else 'm' if x.name == 'a' else 'n'} contiguous"
-                   if x.swizzle else "")
+        swizzled = (f"in wgmma's {x.swizzle}-byte swizzled layout, {_CONTIGUOUS[x.name, x.layout]} contiguous"
+                    if x.swizzle else "")
         lines.append(
             f"{x.name.upper()}: {stored}{' complex' if p.is_complex else ''} "
             f"{x.layout}, ld {x.ld}{' stored elements' if x.pack > 1 else ''}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
@@ -93,6 +92,10 @@ def explain(desc: Descriptor) -> str:
                   if launched.pipeline_stages == 2 else "one item at a time per block")
         + f"; {launched.kernel_shared_memory_size} bytes of shared memory")
     return "\n".join(lines)
+
+
+# The dimension along which a stored A or B runs contiguously.
+_CONTIGUOUS = {("a", "row_major"): "k", ("a", "col_major"): "m", ("b", "row_major"): "n", ("b", "col_major"): "k"}
 
 
 def _count(number: int, noun: str) -> str:
