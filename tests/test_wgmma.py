@@ -57,11 +57,17 @@ def test_sm90_16_bit_gemms_take_wgmma(prec):
     (("float8_e5m2", "float8_e5m2", "bfloat16"), "wgmma_fp8"), (("int8", "uint8", "int32"), "wgmma_i8"),
 ])
 def test_k_major_precisions_take_wgmma_with_row_major_a_and_column_major_b(prec, name):
-    desc = gemm((128, 64, 64), prec, "rcr")
+    demand = InstructionFamily("wgmma")
+    desc = gemm((128, 64, 64), prec, "rcr", 900, demand)
     assert desc.instruction.name == name and desc.plan.a.swizzle and desc.plan.b.swizzle
     instr, reason = gemm((128, 64, 64), prec, "rrr").instruction_choice
     assert instr.name == name.replace("wgmma", "mma") and "K-major only" in reason
     assert not gemm((128, 64, 64), prec, "ccr").instruction.is_wgmma
+    with pytest.raises(UnsupportedError, match="K-major only"):
+        (gemm((128, 64, 64), prec, "rrr") + demand).plan  # noqa: B018
+    # Until their GPU tests have run, these forms run on demand only.
+    instr, reason = gemm((128, 64, 64), prec, "rcr").instruction_choice
+    assert not instr.is_wgmma and "on demand only" in reason
 
 
 @pytest.mark.parametrize("size, threads, tile_n", [
@@ -163,7 +169,7 @@ needs_sm90 = pytest.mark.skipif(900 not in supported_archs(), reason="the instal
                          + [(p, "rcr") for p in (("tfloat32", "tfloat32", "float32"),
                                                  ("float8_e4m3", "float8_e5m2", "float16"), ("int8", "int8", "int32"))])
 def test_the_wgmma_device_api_compiles_for_sm_90a(prec, arr):
-    desc = gemm((128, 96, 64), prec, arr)
+    desc = gemm((128, 96, 64), prec, arr, 900, InstructionFamily("wgmma"))
     assert desc.instruction.is_wgmma
     kernel = compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop", sm=900)
     assert kernel.cubin[:4] == b"\x7fELF"

@@ -207,7 +207,9 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     )
     if wgmma is not None and not wgmma.reads_transposed:
         conditions += ((f"row-major A and column-major B: wgmma reads {prec['a']} and {prec['b']} K-major only "
-                        f"(here {arr['a']} A, {arr['b']} B)", arr["a"] == "row_major" and arr["b"] == "col_major"),)
+                        f"(here {arr['a']} A, {arr['b']} B)", arr["a"] == "row_major" and arr["b"] == "col_major"),
+                       (f"InstructionFamily('wgmma'): {wgmma.name} runs on demand only until its GPU tests have run "
+                        f"(they are written; no GPU was left to run them)", family is not None),)
     if m % 64 == 0 and threads % 128 == 0:  # the tiles exist: do their accumulators fit?
         conditions += ((f"a warpgroup tile of 64 x N (N a multiple of {step} dividing n, at most {WGMMA_MAX_N}) "
                         f"whose float accumulators fit {wgmma_accumulator_registers(threads)} registers a thread "
