@@ -15,6 +15,7 @@ import json
 
 import cupy as cp
 import numpy as np
+from bench_gpu import time_ms
 
 import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, InstructionFamily, LeadingDimension, Precision, Size
@@ -44,20 +45,6 @@ extern "C" __global__ void __launch_bounds__(gemm::threads) repeat_reg(const gem
 """
 
 
-def timed(fn, reps=10, warm=2) -> float:
-    for _ in range(warm):
-        fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return float(np.median(times))
-
-
 def random(shape, precision: str):
     """Values in [-1, 1) stored as ``precision`` (bfloat16 as its raw 16 bits)."""
     x = cp.random.uniform(-1, 1, shape, dtype=cp.float32)
@@ -71,7 +58,7 @@ def block_tflops(desc, grid: int) -> float:
     kernel = blasdx.compile_kernel(desc.device_source("gemm") + REPEAT, "repeat_reg")
     a, b = random(m * k, desc.precision.a), random(k * n, desc.precision.b)
     c = cp.zeros(m * n, dtype=cp.float32 if desc.precision.c == "float32" else cp.uint16)
-    ms = timed(lambda: kernel((grid,), tuple(desc.block_dim), (a, b, c, np.int32(REPS)),
+    ms = time_ms(lambda: kernel((grid,), tuple(desc.block_dim), (a, b, c, np.int32(REPS)),
                               shared_mem=desc.shared_memory_size))
     return 2 * m * n * k * REPS * grid / ms / 1e9, kernel.registers
 
@@ -91,7 +78,7 @@ def batched_gbps(desc) -> float:
         stored = random((batch, rows, cols) if layout == "row_major" else (batch, cols, rows), getattr(desc.precision, x))
         arrays.append(stored if layout == "row_major" else stored.transpose(0, 2, 1))
     a, b, c = arrays
-    ms = timed(lambda: desc.execute(a, b, c, alpha=1.0, beta=0.5))
+    ms = time_ms(lambda: desc.execute(a, b, c, alpha=1.0, beta=0.5))
     return per * batch / ms / 1e6
 
 
