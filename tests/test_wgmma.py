@@ -131,8 +131,13 @@ def test_instruction_family_operator():
     assert repr(op) == "InstructionFamily('mma')" and eval(repr(op)) == op  # noqa: S307
     desc = gemm() + op
     assert pickle.loads(pickle.dumps(desc)) == desc
+
+
+def test_instruction_family_survives_the_pytorch_op_key():
+    pytest.importorskip("torch")
     from blasdx.pytorch import descriptor_from_key
 
+    desc = gemm() + InstructionFamily("mma")
     assert descriptor_from_key(repr(desc)) == desc
 
 
