@@ -142,11 +142,14 @@ def test_misaligned_shared_memory_falls_back_to_mma_sync(prec, arr):
         assert relative_error(c.result()[0], ref) <= bound(desc)
 
 
+@pytest.mark.parametrize("size", [(128, 64, 64), (64, 32, 32)])
 @pytest.mark.parametrize("prec", PRECISIONS, ids=PRECISION_IDS)
 @pytest.mark.parametrize("arr", ["rcr", "rrr", "crc", "ccc"])
-def test_batched_execute(prec, arr):
+def test_batched_execute(prec, arr, size):
+    """Batched execute(); 64x32x32 has one tile, whose 16-bit C the mma.sync path would keep in
+    registers (wgmma stages it)."""
     rng = np.random.default_rng(SEED)
-    desc = _wgmma(prec, arr, (128, 64, 64))
+    desc = _wgmma(prec, arr, size)
     run_and_check(desc, rng, batch=37, alpha=1.5, beta=-0.5)
 
 

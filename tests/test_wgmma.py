@@ -163,6 +163,9 @@ def test_batched_kernel_keeps_the_swizzled_layout_and_aligns_its_stages():
     assert kplan.a.smem_offset % 1024 == 0 and kplan.b.smem_offset % 1024 == 0
     assert kplan.kernel_shared_memory_size % 1024 == 0 or kplan.pipeline_stages == 1
     assert "__align__(1024)" in gemm().source
+    # One tile of 16-bit C, which a warp tile would keep in registers: staged with wgmma.
+    one = gemm((64, 32, 32), ("float16",) * 3, "rrr")
+    assert one.instruction.is_wgmma and not kernel_plan(one.plan).c_in_registers
 
 
 needs_sm90 = pytest.mark.skipif(900 not in supported_archs(), reason="the installed NVRTC does not target SM 900")

@@ -78,6 +78,8 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
                 f"neighbouring outputs, which needs row-major C aligned to two elements (C is {c.layout}, "
                 f"moved {c.vector_bytes} bytes at a time); leave c_in_registers to the planner")
         return plan.overrides.c_in_registers
+    if plan.instruction.is_wgmma:
+        return False  # measured with warp tiles only; a warpgroup's tile stages C until measured
     if plan.instruction.is_mma:
         if not pairs:
             return False
