@@ -17,6 +17,7 @@ from blasdx import (
     BlockDim,
     DescriptorError,
     InstructionFamily,
+    LeadingDimension,
     Precision,
     Size,
     Type,
@@ -95,7 +96,8 @@ def test_each_failed_condition_is_named_and_mma_sync_runs(desc, failed):
     instr, reason = desc.instruction_choice
     assert not instr.is_wgmma and instr.is_mma
     assert "not wgmma, which needs: " in reason and failed in reason.split("not wgmma")[1]
-    assert f"{failed}" in desc.explain() and "FAILS" in desc.explain()
+    assert failed in desc.explain()
+    assert ("FAILS" in desc.explain()) == (desc.sm == 900)  # the conditions, listed on SM 900
     plan = desc.plan
     assert plan.a.swizzle == plan.b.swizzle == 0 and "lda =" in desc.device_source()
     with pytest.raises(UnsupportedError, match=f"InstructionFamily\\('wgmma'\\) demands .*{failed}"):
@@ -139,6 +141,16 @@ def test_instruction_family_survives_the_pytorch_op_key():
 
     desc = gemm() + InstructionFamily("mma")
     assert descriptor_from_key(repr(desc)) == desc
+
+
+def test_explain_says_when_device_source_layouts_meet_bank_conflicts():
+    tight = gemm((64, 64, 64), ("float16", "float16", "float32"), "rcr", 800)
+    assert "keeps the leading dimensions of A (64), B (64), C (64)" in tight.explain()
+    assert "LeadingDimension(72, 72, 68)" in tight.explain()
+    padded = tight + LeadingDimension(*tight.suggested_leading_dimension)
+    assert "device_source() keeps" not in padded.explain()
+    # wgmma's swizzled A and B need no padding; C in shared memory still does.
+    assert "keeps the leading dimensions of C (64)" in gemm((64, 64, 64), ("float16",) * 3, "rcr").explain()
 
 
 def test_explain_names_wgmma_its_conditions_and_the_swizzled_layouts():

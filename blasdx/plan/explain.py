@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..arch import WGMMA_SM
 from .block import with_alignment
 from .kernel import kernel_plan
 
@@ -25,7 +26,7 @@ def explain(desc: Descriptor) -> str:
     lines.append(f"kernel: {p.kernel_name}")
     lines.append(f"instruction: {p.instruction.name} - {p.instruction_reason}")
     choice = desc.wgmma_choice
-    if choice is not None:
+    if choice is not None and p.sm == WGMMA_SM:  # elsewhere the instruction line says SM 900 fails
         lines.append("wgmma conditions: " + "; ".join(f"{text}: {'holds' if held else 'FAILS'}"
                                                         for text, held in choice.conditions))
     if p.instruction.is_wgmma:
@@ -72,6 +73,13 @@ def explain(desc: Descriptor) -> str:
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
         )
     lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
+    suggested = desc.suggested_leading_dimension
+    unpadded = [x for x, ld in zip((p.a, p.b, p.c), suggested) if not x.swizzle and x.ld != ld]
+    if unpadded:
+        names = ", ".join(f"{x.name.upper()} ({x.ld})" for x in unpadded)
+        lines.append(f"device_source() keeps the leading dimensions of {names} in shared memory, whose rows then "
+                     f"start in the same banks (conflicting loads); + LeadingDimension{tuple(suggested)} "
+                     f"(suggested_leading_dimension) pads them, as execute() pads its own copies")
     launched = kernel_plan(with_alignment(p, (16, 16, 16)))
     in_smem = (launched.a, launched.b) if launched.c_in_registers else (launched.a, launched.b, launched.c)
     lds = ", ".join(f"{x.name.upper()} {'swizzled' if x.swizzle else x.smem_ld}" for x in in_smem)
