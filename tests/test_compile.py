@@ -39,6 +39,7 @@ MATRIX = [
     (("float64", "float64", "float64"), True, "crr", (8, 16, 32), 800),
     (("int4", "uint4", "int32"), False, "rcr", (64, 32, 128), 750),
     (("binary", "binary", "int32"), False, "rcc", (32, 64, 256), 800),
+    (("float16", "float16", "float32"), False, "rrr", (128, 64, 64), 900),  # wgmma, B read transposed
 ]
 LAYOUT = {"r": "row_major", "c": "col_major"}
 

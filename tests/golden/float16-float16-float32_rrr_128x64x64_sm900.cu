@@ -1,0 +1,634 @@
+// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_d7b1e838
+//   128x64x64, wgmma_f16, 256 threads
+// C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
+// shared memory, computed by the first 256 threads of the block (in thread-rank
+// order); every thread of the block must call execute(). beta == 0 ignores C; alpha == 0
+// ignores A and B. The hooks are optional functors: a_load/b_load take and return the
+// element in blasdx::compute<a_t/b_t>::type (float for 16- and 8-bit floats), c_load and
+// c_store a scalar_t; c_store may instead take (row, col, x).
+namespace blasdx_block_gemm {
+
+using a_t = __half;
+using b_t = __half;
+using c_t = float;
+using scalar_t = float;  // alpha and beta
+using acc_t = float;  // accumulator
+
+constexpr int m = 128, n = 64, k = 64;
+// A and B lie in shared memory in the swizzled layouts wgmma reads (rows of 128 and
+// 128 bytes), which have no leading dimension: load_a/load_b write them; element (r, c)
+// is sa[a_index(r, c)] / sb[b_index(r, c)]. After writing them with your own stores, call
+// copy_wait() (it makes them visible to wgmma), not a bare __syncthreads().
+constexpr int ldc = 68;  // in shared memory
+constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
+constexpr unsigned block_dim_x = 256, block_dim_y = 1, block_dim_z = 1;
+constexpr int threads = 256;
+// Bytes of shared memory for A, B and C placed one after another at these offsets.
+constexpr unsigned shared_memory_size = 59392;
+constexpr unsigned a_offset = 0, b_offset = 16384, c_offset = 24576;
+constexpr unsigned a_size = 8192, b_size = 4096, c_size = 8704;  // elements
+
+// Element (r, c) of each matrix (row_major A, row_major B, row_major C).
+__device__ __forceinline__ int a_index(int r, int c) { return blasdx::swizzled_offset<128, 128>(r, c * 2) / 2; }
+__device__ __forceinline__ int b_index(int r, int c) { return blasdx::swizzled_offset<128, 64>(r, c * 2) / 2; }
+// C(r, c) of a row_major C with leading dimension ld: an int in shared memory, a long long
+// where C may be a view of a large matrix in global memory.
+template <class Index>
+__device__ __forceinline__ Index c_element(int r, int c, Index ld) { return r * ld + c; }
+__device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ldc); }
+
+// Block-cooperative copies between global memory (global_ld*, or a leading dimension given
+// at run time in elements)
+// and shared memory (ld*). Loads may be asynchronous: call copy_wait() (which also
+// synchronizes the block) before using the data. store_c writes only the m x n elements,
+// never leading-dimension padding. With a run-time leading dimension, the copies move
+// the widest vectors that it and the pointer allow, else one element at a time.
+__device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
+  blasdx::copy_runs<128, 128, 2, threads, false, 128>(global, 128, shared, 128, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
+  const long long ld_bytes = ld / 1 * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<128, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<128, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
+  blasdx::copy_runs<64, 128, 2, threads, false, 128>(global, 128, shared, 128, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
+  const long long ld_bytes = ld / 1 * 2;
+  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
+    blasdx::copy_runs<64, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<64, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
+  blasdx::copy_runs<128, 256, 4, threads, true>(global, 256, shared, 272, blasdx::thread_rank());
+}
+__device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
+  const long long ld_bytes = ld / 1 * 4;
+  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
+    blasdx::copy_runs<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+}
+__device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
+  blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, 256, blasdx::thread_rank());
+}
+__device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long long ld) {
+  const long long ld_bytes = ld * 4;
+  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
+    blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, ld_bytes, blasdx::thread_rank());
+  else
+    blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, ld_bytes, blasdx::thread_rank());
+}
+__device__ __forceinline__ void copy_wait() { blasdx::copy_wait<true>(); }
+
+// The epilogue, written once for every path: the value of C(r, col) from its product acc
+// and its old value: c_store(alpha * acc + beta * c_load(old)). alpha == 0 ignores acc;
+// beta == 0 ignores old (callers read it only where beta != 0).
+template <class Acc, class CLoad, class CStore>
+__device__ __forceinline__ c_t epilogue(int r, int col, const Acc& acc, const c_t& old, const scalar_t& alpha,
+                                        const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
+  scalar_t v = blasdx::is_zero(alpha) ? blasdx::zero<scalar_t>() : alpha * blasdx::convert<scalar_t>(acc);
+  if (!blasdx::is_zero(beta)) v = v + beta * c_load(blasdx::convert<scalar_t>(old));
+  return blasdx::convert<c_t>(blasdx::apply_store(c_store, r, col, v));
+}
+
+// One output element of C (leading dimension ld), read only where beta != 0.
+template <class Index, class Acc, class CLoad, class CStore>
+__device__ __forceinline__ void update_c(c_t* c, Index ld, int r, int col, const Acc& acc, const scalar_t& alpha,
+                                         const scalar_t& beta, const CLoad& c_load, const CStore& c_store) {
+  c_t* p = c + c_element(r, col, ld);
+  c_t old{};
+  if (!blasdx::is_zero(beta)) old = *p;
+  *p = epilogue(r, col, acc, old, alpha, beta, c_load, c_store);
+}
+
+// Tensor cores: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+// Each of 2 warpgroup(s) computes 64x64 tiles of C, one instruction per 16 of k,
+// reading A and B from shared memory through matrix descriptors; warp w of a group holds rows
+// 16 (w % 4) .. 16 (w % 4) + 15 of a tile in the fragments of mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32,
+// which computes them instead where wgmma cannot run (not sm_90a, A or B not 1024-byte aligned,
+// load hooks).
+constexpr int warps = 8;
+constexpr int im = 16, in_ = 8, ik = 16;
+constexpr int pm = 1, pn = 8;
+constexpr int tile_m = 64, tile_n = 64, tiles_n = 1, tiles = 2;
+using frag_t = unsigned;
+using mma_acc_t = float;
+constexpr int a_regs = 4, b_regs = 2, c_vals = 4;
+
+// m16n8k16 fragments: 2 element(s) per 32-bit register.
+constexpr int epr = 2;
+template <class Op>
+__device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int g, int t,
+                                                const Op& op) {
+#pragma unroll
+  for (int j = 0; j < a_regs; ++j) {
+    const int r = r0 + g + 8 * (j & 1);
+    unsigned word = 0;
+#pragma unroll
+    for (int e = 0; e < epr; ++e) {
+      const int c = k0 + epr * t + e + (ik / 2) * (j >> 1);
+      if (r < m && c < k) word |= blasdx::operand_bits(blasdx::apply_load(op, sa[a_index(r, c)])) << (e * (32 / epr));
+    }
+    f[j] = word;
+  }
+}
+template <class Op>
+__device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int g, int t,
+                                                const Op& op) {
+  const int c = n0 + g;
+#pragma unroll
+  for (int j = 0; j < b_regs; ++j) {
+    unsigned word = 0;
+#pragma unroll
+    for (int e = 0; e < epr; ++e) {
+      const int r = k0 + epr * t + e + (ik / 2) * j;
+      if (r < k && c < n) word |= blasdx::operand_bits(blasdx::apply_load(op, sb[b_index(r, c)])) << (e * (32 / epr));
+    }
+    f[j] = word;
+  }
+}
+__device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
+
+// ldmatrix (SM 75+): one instruction loads four (x4) or two (x2) 8x8 blocks of 16-bit
+// values, a whole A fragment or two B fragments. Used for 16x16 (A) and 16x8 (B) pieces
+// that lie wholly inside m, n, k, from a 16-byte aligned matrix, without a load hook.
+template <bool Trans>
+__device__ __forceinline__ void ldmatrix_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
+#if __CUDA_ARCH__ >= 750
+  if constexpr (Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 { %0, %1, %2, %3 }, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(blasdx::shared_address(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 { %0, %1, %2, %3 }, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(blasdx::shared_address(p)));
+  }
+#endif
+}
+template <bool Trans>
+__device__ __forceinline__ void ldmatrix_x2(unsigned& r0, unsigned& r1, const void* p) {
+#if __CUDA_ARCH__ >= 750
+  if constexpr (Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 { %0, %1 }, [%2];"
+                 : "=r"(r0), "=r"(r1) : "r"(blasdx::shared_address(p)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 { %0, %1 }, [%2];"
+                 : "=r"(r0), "=r"(r1) : "r"(blasdx::shared_address(p)));
+  }
+#endif
+}
+
+// Lane l addresses row (l % 8) of block (l / 8): blocks are (rows 0-7 | 8-15) x (k 0-7 | 8-15).
+__device__ __forceinline__ void ldmatrix_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int lane) {
+  const int r = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = k0 + (lane >> 4) * 8;  // rows of A
+  ldmatrix_x4<false>(f[0], f[1], f[2], f[3], sa + a_index(r, c));
+}
+// Two B fragments (columns n0..n0+7 and n0+8..n0+15), or one with the x2 form.
+__device__ __forceinline__ void ldmatrix_b2(frag_t (&f0)[b_regs], frag_t (&f1)[b_regs], const b_t* sb, int k0, int n0,
+                                            int lane) {
+  const int r = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = n0 + (lane >> 4) * 8;
+  ldmatrix_x4<true>(f0[0], f0[1], f1[0], f1[1], sb + b_index(r, c));
+}
+__device__ __forceinline__ void ldmatrix_b1(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int lane) {
+  const int l = lane & 15;
+  const int r = k0 + (l & 7) + (l >> 3) * 8, c = n0;
+  ldmatrix_x2<true>(f[0], f[1], sb + b_index(r, c));
+}
+__device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + (i & 1); }
+
+__device__ __forceinline__ void mma(mma_acc_t (&d)[c_vals], const frag_t (&a)[a_regs], const frag_t (&b)[b_regs]) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 { %0, %1, %2, %3 }, { %4, %5, %6, %7 }, { %8, %9 }, { %0, %1, %2, %3 };"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[0 + 1]), "r"(a[0 + 2]), "r"(a[0 + 3]), "r"(b[0]), "r"(b[0 + 1]));
+
+#elif __CUDA_ARCH__ >= 750
+  // SM 75: two m16n8k8, the two halves of k.
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 { %0, %1, %2, %3 }, { %4, %5 }, { %6 }, { %0, %1, %2, %3 };"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[2 * h]), "r"(a[2 * h + 1]), "r"(b[h]));
+#else
+#error "blasdx: the float16 tensor-core path needs sm_75 or newer to compile"
+#endif
+}
+
+// A warpgroup owns a tile; lane l holds accumulator values in rows g = l / 4 (+ 8) and columns
+// 2 * (l % 4) (+ 1) of each instruction tile (c_row, c_col), below its warp's first row row0.
+constexpr int workers = warps * 32, tile_threads = 128;
+using acc_value_t = mma_acc_t;
+using tile_accumulator = mma_acc_t[pm][pn][c_vals];
+constexpr int tile_values = pm * pn * c_vals;  // per thread, in the order (i, j, v)
+struct tile_position { int m0, n0; };
+__device__ __forceinline__ tile_position tile_origin(int tile) { return {(tile / tiles_n) * tile_m, (tile % tiles_n) * tile_n}; }
+
+struct worker {
+  int lane, g, t, row0;  // row0: the first row of the tile that the thread's warp holds
+  __device__ __forceinline__ explicit worker(int rank)
+      : lane(rank & 31), g((rank & 31) >> 2), t(rank & 3), row0(16 * ((rank >> 5) & 3)) {}
+};
+
+__device__ __forceinline__ void zero_tile(tile_accumulator& acc) {
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; ++j)
+#pragma unroll
+      for (int v = 0; v < c_vals; ++v) acc[i][j][v] = 0;
+}
+// Value e of a thread's tile: acc[i][j][v] with e = (i * pn + j) * c_vals + v, and its place in C.
+template <class Tile> __device__ __forceinline__ auto& value_of(Tile& acc, int e) { return acc[e / (pn * c_vals)][e / c_vals % pn][e % c_vals]; }
+__device__ __forceinline__ int value_row(const worker& w, tile_position at, int e) { return at.m0 + w.row0 + e / (pn * c_vals) * im + c_row(e % c_vals, w.g, w.t); }
+__device__ __forceinline__ int value_col(const worker& w, tile_position at, int e) { return at.n0 + e / c_vals % pn * in_ + c_col(e % c_vals, w.g, w.t); }
+
+// The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
+constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
+// Fragment values v and v + 1 are neighbouring columns of one row: in row-major C with an even leading dimension they are read and written as one (C aligned to two elements: checked at run time).
+constexpr bool c_pairs = true;
+using c_pair_t = blasdx::pair<c_t>;
+
+// The outputs C(r, col) and C(r, col + 1) from their products and their old values.
+template <class Acc, class CLoad, class CStore>
+__device__ __forceinline__ c_pair_t updated_pair(int r, int col, const Acc& acc0, const Acc& acc1, const c_pair_t& old,
+                                                 const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                                 const CStore& c_store) {
+  return c_pair_t{epilogue(r, col, acc0, old.x, alpha, beta, c_load, c_store),
+                  epilogue(r, col + 1, acc1, old.y, alpha, beta, c_load, c_store)};
+}
+
+// Two neighbouring outputs C(r, col) and C(r, col + 1), with one load and one store.
+template <class Index, class Acc, class CLoad, class CStore>
+__device__ __forceinline__ void update_c_pair(c_t* c, Index ld, int r, int col, const Acc& acc0, const Acc& acc1,
+                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                              const CStore& c_store) {
+  c_pair_t* p = reinterpret_cast<c_pair_t*>(c + c_element(r, col, ld));
+  c_pair_t old{};
+  if (!blasdx::is_zero(beta)) old = *p;
+  *p = updated_pair(r, col, acc0, acc1, old, alpha, beta, c_load, c_store);
+}
+
+// Calls f(i, j, v, r, col) for each pair of this lane's accumulator values acc[i][j][v] and
+// acc[i][j][v + 1] of the warp tile at `at`: the outputs C(r, col) and C(r, col + 1).
+template <class F>
+__device__ __forceinline__ void for_each_pair(const worker& w, tile_position at, const F& f) {
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; ++j)
+#pragma unroll
+      for (int v = 0; v < c_vals; v += 2) f(i, j, v, at.m0 + w.row0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
+}
+
+// C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
+// pair where Pairs (both inside n), else one by one.
+template <bool Pairs, class Index, class CLoad, class CStore>
+__device__ __forceinline__ void store_tile_in(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
+                                              Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                              const CStore& c_store) {
+  for_each_pair(w, at, [&](int i, int j, int v, int r, int col) {
+    if (Pairs && (whole_tiles || (r < m && col + 1 < n))) {
+      update_c_pair(c, ld, r, col, acc[i][j][v], acc[i][j][v + 1], alpha, beta, c_load, c_store);
+    } else if (whole_tiles || r < m) {
+      if (whole_tiles || col < n) update_c(c, ld, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
+      if (whole_tiles || col + 1 < n) update_c(c, ld, r, col + 1, acc[i][j][v + 1], alpha, beta, c_load, c_store);
+    }
+  });
+}
+
+template <class Index, class CLoad, class CStore>
+__device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
+                                           Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                           const CStore& c_store) {
+  const bool pairs = c_pairs && ld % 2 == 0 && (reinterpret_cast<unsigned long long>(c) & (2 * sizeof(c_t) - 1)) == 0;
+  if (pairs) store_tile_in<true>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
+  else store_tile_in<false>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
+}
+
+// A 64-bit shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the start
+// address, the leading and the stride byte offsets (in 16-byte units) and the swizzle mode.
+__device__ __forceinline__ unsigned long long matrix_descriptor(const void* base, int offset, int leading_bytes,
+                                                                int stride_bytes, int swizzle) {
+  const unsigned long long address = blasdx::shared_address(base) + offset;
+  const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
+  return ((address & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(leading_bytes >> 4) << 16) |
+         (static_cast<unsigned long long>(stride_bytes >> 4) << 32) | (mode << 62);
+}
+
+// The descriptor of the 16 values of k from k0 of rows (or columns) mn0.. of an operand
+// stored in the Swizzle-byte layout of blasdx::swizzled_offset with Outer stored rows. K-major
+// (k contiguous): eight-row groups 8 * Swizzle bytes apart, k0 inside a row by the start
+// address (the leading byte offset, 16, is unused there). MN-major (m or n contiguous, read transposed): Swizzle-byte blocks of m or n
+// Outer * Swizzle bytes apart, eight-k groups 8 * Swizzle bytes apart.
+template <int Swizzle, int Outer, bool MNMajor, int ElementSize>
+__device__ __forceinline__ unsigned long long operand_descriptor(const void* base, int mn0, int k0) {
+  if constexpr (MNMajor)
+    return matrix_descriptor(base, mn0 * ElementSize / Swizzle * (Outer * Swizzle) + k0 * Swizzle, Outer * Swizzle,
+                             8 * Swizzle, Swizzle);
+  else
+    return matrix_descriptor(base, k0 * ElementSize / Swizzle * (Outer * Swizzle) + mn0 * Swizzle + k0 * ElementSize % Swizzle,
+                             16, 8 * Swizzle, Swizzle);
+}
+
+// Keeps the compiler from moving accesses to the accumulators across the asynchronous
+// instructions that write them.
+__device__ __forceinline__ void pin_accumulators(tile_accumulator& acc) {
+#pragma unroll
+  for (int j = 0; j < pn; ++j)
+#pragma unroll
+    for (int v = 0; v < c_vals; ++v) asm volatile("" : "+f"(acc[0][j][v])::"memory");
+}
+
+// acc += A(64 x 16) * B(16 x 64) of the descriptors: one wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16.
+__device__ __forceinline__ void wgmma(tile_accumulator& acc, unsigned long long a_desc, unsigned long long b_desc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, "
+      "%1, "
+      "%2, "
+      "%3, "
+      "%4, "
+      "%5, "
+      "%6, "
+      "%7, "
+      "%8, "
+      "%9, "
+      "%10, "
+      "%11, "
+      "%12, "
+      "%13, "
+      "%14, "
+      "%15, "
+      "%16, "
+      "%17, "
+      "%18, "
+      "%19, "
+      "%20, "
+      "%21, "
+      "%22, "
+      "%23, "
+      "%24, "
+      "%25, "
+      "%26, "
+      "%27, "
+      "%28, "
+      "%29, "
+      "%30, "
+      "%31"
+      "}, %32, %33, accumulate, 1, 1, 0, 1;\n}\n"
+      : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]), "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]), "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]), "+f"(acc[0][3][3]), "+f"(acc[0][4][0]), "+f"(acc[0][4][1]), "+f"(acc[0][4][2]), "+f"(acc[0][4][3]), "+f"(acc[0][5][0]), "+f"(acc[0][5][1]), "+f"(acc[0][5][2]), "+f"(acc[0][5][3]), "+f"(acc[0][6][0]), "+f"(acc[0][6][1]), "+f"(acc[0][6][2]), "+f"(acc[0][6][3]), "+f"(acc[0][7][0]), "+f"(acc[0][7][1]), "+f"(acc[0][7][2]), "+f"(acc[0][7][3])
+      : "l"(a_desc), "l"(b_desc), "r"(1));
+#endif
+}
+
+// Whether wgmma runs: compiled for sm_90a, no load hooks, A and B starting on multiples of
+// 1024 bytes (where the hardware's swizzle and the layout's agree). The same for every
+// thread of a warpgroup, as wgmma needs. The writers of A and B made them visible to wgmma
+// (copy_wait, store_at) before the barrier that precedes a multiply.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ bool wgmma_runs(const a_t* sa, const b_t* sb) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  return blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value &&
+         ((blasdx::shared_address(sa) | blasdx::shared_address(sb)) & 1023) == 0;
+#else
+  return false;
+#endif
+}
+
+// The wgmma of every 16 of k for the tile at `at`, issued without waiting (between
+// wgmma_begin and wgmma_end, which several tiles may share).
+__device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position at, const a_t* sa, const b_t* sb) {
+#pragma unroll
+  for (int k0 = 0; k0 < k; k0 += 16)
+    wgmma(acc, operand_descriptor<128, 128, false, 2>(sa, at.m0, k0),
+          operand_descriptor<128, 64, true, 2>(sb, at.n0, k0));
+}
+__device__ __forceinline__ void wgmma_begin() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+// Wait until every wgmma issued since wgmma_begin is done: the products are in the
+// accumulators, and A and B in shared memory are free to be overwritten.
+__device__ __forceinline__ void wgmma_end() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+
+// acc += the warpgroup tile at `at` of op(a_load(A)) * op(b_load(B)): wgmma where it runs;
+// otherwise warp w.row0 / 16 of the group computes its 16 rows with mma.sync, from the same
+// layout. Returns with the products in acc and A and B read.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worker& w, tile_position at, const a_t* sa,
+                                              const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
+  if (wgmma_runs<ALoad, BLoad>(sa, sb)) {
+    pin_accumulators(acc);
+    wgmma_begin();
+    wgmma_issue(acc, at, sa, sb);
+    wgmma_end();
+    pin_accumulators(acc);
+    return;
+  }
+  constexpr bool no_hooks = blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value;
+  const int m0 = at.m0 + w.row0;
+  const bool by_ldmatrix = no_hooks && ((reinterpret_cast<unsigned long long>(sa) | reinterpret_cast<unsigned long long>(sb)) & 15) == 0;
+  for (int k0 = 0; k0 < k; k0 += ik) {
+    frag_t fa[a_regs];
+    if (by_ldmatrix) ldmatrix_a(fa, sa, m0, k0, w.lane);
+    else load_fragment_a(fa, sa, m0, k0, w.g, w.t, a_load);
+#pragma unroll
+    for (int j = 0; j < pn; j += 2) {
+      const int n1 = at.n0 + j * in_;
+      frag_t fb0[b_regs], fb1[b_regs];
+      if (by_ldmatrix && j + 1 < pn) {
+        ldmatrix_b2(fb0, fb1, sb, k0, n1, w.lane);
+      } else {
+        if (by_ldmatrix) ldmatrix_b1(fb0, sb, k0, n1, w.lane);
+        else load_fragment_b(fb0, sb, k0, n1, w.g, w.t, b_load);
+        if (j + 1 < pn) load_fragment_b(fb1, sb, k0, n1 + in_, w.g, w.t, b_load);
+      }
+      mma(acc[0][j], fa, fb0);
+      if (j + 1 < pn) mma(acc[0][j + 1], fa, fb1);
+    }
+  }
+}
+
+// --- Entry points, the same for every path ------------------------------------------------
+// The path above defines: workers (the threads that take part) and tile_threads (threads
+// per tile: a warp or one thread); tile_accumulator (a tile's products in acc_value_t,
+// tile_values of them per thread: value_of, value_row, value_col, zero_tile); worker (a
+// thread's place in its tile); tile_origin; multiply_tile (acc += products); store_tile
+// (C = epilogue(acc, C) at any leading dimension); with C in registers in the batched kernel,
+// tile_c, load_tile_c and store_tile_c.
+constexpr int tile_step = workers / tile_threads;  // tiles taken at once: a thread's next tile is this many on
+__device__ __forceinline__ int first_tile(int rank) { return rank / tile_threads; }
+
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
+          class CStore = blasdx::identity>
+__device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
+                                        c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
+                                        const CLoad& c_load = {}, const CStore& c_store = {}) {
+  const int rank = blasdx::thread_rank();
+  if (rank < workers) {
+    const worker w(rank);
+    for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
+      const tile_position at = tile_origin(tile);
+      tile_accumulator acc;
+      zero_tile(acc);
+      multiply_tile(acc, w, at, sa, sb, a_load, b_load);
+      store_tile(acc, w, at, sc, ldc, alpha, beta, c_load, c_store);  // ldc: C in shared memory
+    }
+  }
+  __syncthreads();
+}
+
+// --- Accumulators in registers: the device API ---------------------------------------------
+//   accumulator acc = make_accumulator();  // zero, per thread
+//   multiply(sa, sb, acc);                 // acc += op(A) * op(B) from shared memory; again over a K loop
+//   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
+//   load(c, ldc, acc);                     // acc = c_load(C)
+//   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
+//   store_at(acc, c, index, alpha, beta);  // the same with C(r, col) at c[index(r, col)], e.g. other::a_index
+// C may be in shared or global memory (row_major, leading dimension ldc). Who owns what:
+// warpgroup q (threads 128 q ..) of the first 2 takes tiles q, q + 2, ... of
+// 64x64 outputs (2 in all); warp w of the block holds rows 16 (w % 4) .. 16 (w % 4) + 15 of
+// its group's tile, and each lane 32 values of it, the mma fragment layout: rows g = lane / 4
+// (+ 8) and columns 2 * (lane % 4) (+ 1) of each 16x8 piece.
+// A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
+// goes in C. Values outside m x n, and all values of threads past the first 8 warps, are not
+// part of C: acc.in_bounds(i) is false for them, load leaves them zero, store skips them.
+// multiply, load and store do not synchronize: call __syncthreads() before other threads read
+// what store wrote to shared memory, or before A and B in shared memory are overwritten.
+constexpr int passes = (tiles + tile_step - 1) / tile_step;  // tiles per thread
+
+struct accumulator {
+  using value_type = acc_value_t;  // the mma instruction's accumulator
+  static constexpr int size = passes * tile_values;
+  tile_accumulator tile[passes];
+  int rank;  // the thread's rank in the block
+
+  __device__ __forceinline__ value_type& operator[](int i) { return value_of(tile[i / tile_values], i % tile_values); }
+  __device__ __forceinline__ const value_type& operator[](int i) const { return value_of(tile[i / tile_values], i % tile_values); }
+  __device__ __forceinline__ int tile_of(int i) const { return first_tile(rank) + i / tile_values * tile_step; }
+  __device__ __forceinline__ int row(int i) const { return value_row(worker(rank), tile_origin(tile_of(i)), i % tile_values); }
+  __device__ __forceinline__ int col(int i) const { return value_col(worker(rank), tile_origin(tile_of(i)), i % tile_values); }
+  __device__ __forceinline__ bool in_bounds(int i) const {
+    return rank < workers && tile_of(i) < tiles && row(i) < m && col(i) < n;
+  }
+};
+
+__device__ __forceinline__ accumulator make_accumulator() {
+  accumulator acc;
+  acc.rank = blasdx::thread_rank();
+#pragma unroll
+  for (int p = 0; p < passes; ++p) zero_tile(acc.tile[p]);
+  return acc;
+}
+
+// Whether pass p of a thread has a tile (every thread's last pass may not, where tile_step
+// does not divide tiles).
+__device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
+  return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
+}
+
+// acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb).
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
+__device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
+                                         const BLoad& b_load = {}) {
+  if (acc.rank >= workers) return;
+  if (wgmma_runs<ALoad, BLoad>(sa, sb)) {  // every tile's wgmma in flight before one wait
+#pragma unroll
+    for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+    wgmma_begin();
+#pragma unroll
+    for (int p = 0; p < passes; ++p)
+      if (has_tile(acc, p)) wgmma_issue(acc.tile[p], tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb);
+    wgmma_end();
+#pragma unroll
+    for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+    return;
+  }
+  const worker w(acc.rank);
+#pragma unroll
+  for (int p = 0; p < passes; ++p)
+    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+}
+
+// acc = c_load(C) for the values inside m x n (zero for the rest).
+template <class CLoad = blasdx::identity>
+__device__ __forceinline__ void load(const c_t* c, long long ldc, accumulator& acc, const CLoad& c_load = {}) {
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i)
+    acc[i] = acc.in_bounds(i) ? blasdx::convert<acc_value_t>(c_load(blasdx::convert<scalar_t>(c[c_element(acc.row(i), acc.col(i), ldc)])))
+                              : blasdx::zero<acc_value_t>();
+}
+
+// The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in
+// shared memory, for instance (index = other::a_index), whose wgmma then reads it (the
+// writes are made visible to it; call __syncthreads() before the other multiply).
+template <class Index, class CLoad = blasdx::identity, class CStore = blasdx::identity>
+__device__ __forceinline__ void store_at(const accumulator& acc, c_t* c, const Index& index, const scalar_t& alpha,
+                                         const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i) {
+    if (!acc.in_bounds(i)) continue;
+    c_t* p = c + index(acc.row(i), acc.col(i));
+    c_t old{};
+    if (!blasdx::is_zero(beta)) old = *p;
+    *p = epilogue(acc.row(i), acc.col(i), acc[i], old, alpha, beta, c_load, c_store);
+  }
+  blasdx::fence_async_shared();
+}
+
+// C = c_store(alpha * acc + beta * c_load(C)) for the values inside m x n: the epilogue of
+// execute(), with its paired accesses where C allows.
+template <class CLoad = blasdx::identity, class CStore = blasdx::identity>
+__device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long ldc, const scalar_t& alpha,
+                                      const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
+  if (acc.rank >= workers) return;
+  const worker w(acc.rank);
+#pragma unroll
+  for (int p = 0; p < passes; ++p)
+    if (has_tile(acc, p))
+      store_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), c, ldc, alpha, beta, c_load, c_store);
+}
+
+}  // namespace blasdx_block_gemm
+
+// The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
+// Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
+// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
+extern "C" __global__ void __launch_bounds__(256) blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_d7b1e838(
+const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
+  using namespace blasdx_block_gemm;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const bool read_c = !blasdx::is_zero(beta);
+  // Start the copies of one item into one stage of shared memory.
+  auto start_loads = [&](long long item, int stage) {
+    unsigned char* base = smem + stage * shared_memory_size;
+    load_a(static_cast<const a_t*>(a) + item * stride_a, reinterpret_cast<a_t*>(base + a_offset));
+    load_b(static_cast<const b_t*>(b) + item * stride_b, reinterpret_cast<b_t*>(base + b_offset));
+    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(base + c_offset));
+    blasdx::copy_commit();
+  };
+  int stage = 0;
+  if (blockIdx.x < batch) start_loads(blockIdx.x, 0);
+  for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
+    blasdx::copy_wait_prior<0, true>();
+    unsigned char* base = smem + stage * shared_memory_size;
+    a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
+    b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
+    c_t* sc = reinterpret_cast<c_t*>(base + c_offset);
+    execute(alpha, sa, sb, beta, sc);
+    store_c(sc, static_cast<c_t*>(c) + item * stride_c);
+    __syncthreads();  // every thread is done with this stage before it is loaded again
+    if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
+  }
+}
