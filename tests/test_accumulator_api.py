@@ -61,6 +61,34 @@ extern "C" __global__ void load_then_store(gemm::c_t* c, long long ldc, gemm::sc
 }
 """
 
+# C (M x N) = alpha A (M x K) B (K x N) + beta C at any sizes, by one block walking the
+# descriptor's tiles: edge tiles load partly (zeros past the matrix) and store partly. Element
+# (r, c) of X is x[r * x_row + c * x_col] (the strides say the layout).
+EDGES = r"""
+extern "C" __global__ void edges(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int M, int N, int K,
+                                 long long lda, long long ldb, long long ldc, long long a_row, long long a_col,
+                                 long long b_row, long long b_col, long long c_row, long long c_col,
+                                 gemm::scalar_t alpha, gemm::scalar_t beta) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  for (int m0 = 0; m0 < M; m0 += gemm::m)
+    for (int n0 = 0; n0 < N; n0 += gemm::n) {
+      const int rows = min(gemm::m, M - m0), cols = min(gemm::n, N - n0);
+      gemm::accumulator acc = gemm::make_accumulator();
+      for (int k0 = 0; k0 < K; k0 += gemm::k) {
+        const int depth = min(gemm::k, K - k0);
+        gemm::load_a(a + m0 * a_row + k0 * a_col, lda, sa, rows, depth);
+        gemm::load_b(b + k0 * b_row + n0 * b_col, ldb, sb, depth, cols);
+        gemm::copy_wait();
+        gemm::multiply(sa, sb, acc);
+        __syncthreads();
+      }
+      gemm::store_partial(acc, c + m0 * c_row + n0 * c_col, ldc, rows, cols, alpha, beta);
+    }
+}
+"""
+
 # (A B) E with the first GEMM's accumulator stored to shared memory as the second's A.
 CHAINED = r"""
 extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* out) {
@@ -98,6 +126,29 @@ def test_the_accumulator_api_compiles(spec, arch):
         pytest.skip(f"SM({desc.sm}) algorithm needs arch >= {desc.sm}")
     kernel = compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop", sm=arch)
     assert kernel.cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("spec", [x for x in SPECS if x[0][0] not in ("int4", "binary")], ids=_spec_id)
+def test_edge_tiles_compile(spec, arch):
+    """load_a/load_b with rows and cols and store_partial, on every path but the packed ones
+    (whose k is counted in packed elements: no partial ones)."""
+    desc = describe(*spec)
+    if desc.sm > arch:
+        pytest.skip(f"SM({desc.sm}) algorithm needs arch >= {desc.sm}")
+    assert compile_kernel(desc.device_source("gemm") + EDGES, "edges", sm=arch).cubin[:4] == b"\x7fELF"
+
+
+def test_edge_tiles_compile_on_wgmma():
+    desc = describe(("bfloat16", "bfloat16", "float32"), False, "rrr", (128, 64, 32), 900)
+    assert desc.instruction.is_wgmma
+    assert compile_kernel(desc.device_source("gemm") + EDGES, "edges", sm=900).cubin[:4] == b"\x7fELF"
+
+
+def test_packed_operands_have_no_partial_loads():
+    text = describe(*SPECS[7]).device_source("gemm")  # int4
+    assert "int rows, int cols)" in text  # C's
+    assert "load_a(const a_t* global, long long ld, a_t* shared, int rows, int cols)" not in text
 
 
 def test_two_descriptors_chain_through_the_accumulator_api():

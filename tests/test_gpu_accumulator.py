@@ -15,7 +15,7 @@ from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size, Type
 from blasdx.runtime.arguments import scalar
 
 from .gpu_support import Operand, bound, relative_error
-from .test_accumulator_api import CHAINED, KERNELS, chained_descriptors
+from .test_accumulator_api import CHAINED, EDGES, KERNELS, chained_descriptors
 
 pytestmark = pytest.mark.gpu
 
@@ -174,3 +174,41 @@ def test_chained_gemms_through_an_accumulator():
     ab = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16).astype(np.float64)
     ref = ab @ e.astype(np.float64)
     assert relative_error(out.get().astype(np.float64), ref) < 4e-3
+
+
+EDGE_CASES = [  # precisions, arrangement, the descriptor's tile, the problem (M, N, K)
+    (("float16", "float16", "float32"), "rcr", (64, 64, 32), (100, 70, 45)),  # wgmma on SM 900
+    (("bfloat16", "bfloat16", "float32"), "rrr", (128, 64, 32), (130, 65, 33)),  # wgmma, B transposed
+    (("float16", "float16", "float16"), "ccc", (32, 32, 32), (45, 33, 70)),  # mma.sync with ldmatrix
+    (("tfloat32", "tfloat32", "float32"), "rcr", (32, 32, 16), (40, 50, 30)),
+    (("float32", "float32", "float32"), "crr", (32, 32, 16), (33, 47, 20)),  # FMA
+    (("float64", "float64", "float64"), "crc", (16, 16, 8), (37, 21, 19)),
+    (("int8", "int8", "int32"), "rcr", (32, 32, 32), (50, 40, 70)),
+]
+
+
+@pytest.mark.parametrize("spec", EDGE_CASES, ids=[f"{'-'.join(p)}-{a}" for p, a, _, _ in EDGE_CASES])
+def test_edge_tiles_of_a_larger_problem(spec):
+    """A problem of any size walked in the descriptor's tiles: edge tiles load partly (zeros
+    past the matrix) and store partly; every element of the NaN-poisoned C is written once."""
+    rng = np.random.default_rng(SEED)
+    prec, arr, tile, (big_m, big_n, big_k) = spec
+    desc = _describe(prec, False, arr, tile, 900)
+    whole = Size(big_m, big_n, big_k)
+    for op in desc.operators:
+        if op.kind not in ("Size", "Block", "BlockDim"):
+            whole = whole + op
+    a, b, c = (Operand(whole, x, None, None, rng) for x in "abc")
+    c.poison_all()
+    strides = [(x.ld, 1) if x.layout == "row_major" else (1, x.ld) for x in (a, b, c)]
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + EDGES, "edges")
+    kernel(1, desc.block_dim,
+           (a.array, b.array, c.array, np.int32(big_m), np.int32(big_n), np.int32(big_k), np.int64(a.ld),
+            np.int64(b.ld), np.int64(c.ld), *(np.int64(v) for pair in strides for v in pair),
+            scalar(1, desc.plan, "alpha"), scalar(0, desc.plan, "beta")),
+           shared_mem=desc.shared_memory_size)
+    out, ref = c.result()[0], a.values[0] @ b.values[0]
+    if bound(desc) == 0:
+        assert np.array_equal(out, ref), f"{desc!r} over {spec[3]} (seed {SEED})"
+    else:
+        assert relative_error(out, ref) <= bound(desc), f"{desc!r} over {spec[3]} (seed {SEED})"

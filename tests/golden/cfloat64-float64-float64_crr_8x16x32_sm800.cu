@@ -35,7 +35,8 @@ __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ld
 
 // Block-cooperative copies between global memory (global_ld*, or a leading dimension given
 // at run time in elements)
-// and shared memory (ld*). Loads may be asynchronous: call copy_wait() (which also
+// and shared memory (ld*); with rows and cols, of an edge tile that only partly lies in a
+// larger matrix. Loads may be asynchronous: call copy_wait() (which also
 // synchronizes the block) before using the data. store_c writes only the m x n elements,
 // never leading-dimension padding. With a run-time leading dimension, the copies move
 // the widest vectors that it and the pointer allow, else one element at a time.
@@ -49,6 +50,16 @@ __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* sha
   else
     blasdx::copy_runs<32, 128, 16, threads, true>(global, ld_bytes, shared, 144, blasdx::thread_rank());
 }
+// An edge tile: the first rows x cols of the 8x32 A lie in the matrix (the rest
+// of the tile becomes zero in shared memory; nothing outside is read).
+__device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared, int rows, int cols) {
+  const long long ld_bytes = ld * 16;
+  const int outer_valid = cols, inner_valid = rows * 16;
+  if (ld_bytes % 16 == 0 && reinterpret_cast<unsigned long long>(global) % 16 == 0)
+    blasdx::copy_runs_partial<32, 128, 16, threads, true>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
+  else
+    blasdx::copy_runs_partial<32, 128, 16, threads, true>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
+}
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
   blasdx::copy_runs<32, 256, 16, threads, true>(global, 256, shared, 272, blasdx::thread_rank());
 }
@@ -59,6 +70,16 @@ __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* sha
   else
     blasdx::copy_runs<32, 256, 16, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank());
 }
+// An edge tile: the first rows x cols of the 32x16 B lie in the matrix (the rest
+// of the tile becomes zero in shared memory; nothing outside is read).
+__device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared, int rows, int cols) {
+  const long long ld_bytes = ld * 16;
+  const int outer_valid = rows, inner_valid = cols * 16;
+  if (ld_bytes % 16 == 0 && reinterpret_cast<unsigned long long>(global) % 16 == 0)
+    blasdx::copy_runs_partial<32, 256, 16, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank(), outer_valid, inner_valid);
+  else
+    blasdx::copy_runs_partial<32, 256, 16, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank(), outer_valid, inner_valid);
+}
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
   blasdx::copy_runs<8, 256, 16, threads, true>(global, 256, shared, 272, blasdx::thread_rank());
 }
@@ -68,6 +89,16 @@ __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* sha
     blasdx::copy_runs<8, 256, 16, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank());
   else
     blasdx::copy_runs<8, 256, 16, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+}
+// An edge tile: the first rows x cols of the 8x16 C lie in the matrix (the rest
+// of the tile becomes zero in shared memory; nothing outside is read).
+__device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared, int rows, int cols) {
+  const long long ld_bytes = ld * 16;
+  const int outer_valid = rows, inner_valid = cols * 16;
+  if (ld_bytes % 16 == 0 && reinterpret_cast<unsigned long long>(global) % 16 == 0)
+    blasdx::copy_runs_partial<8, 256, 16, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank(), outer_valid, inner_valid);
+  else
+    blasdx::copy_runs_partial<8, 256, 16, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
   blasdx::copy_runs<8, 256, 16, threads, false>(shared, 272, global, 256, blasdx::thread_rank());
@@ -228,6 +259,8 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
 //   store_at(acc, c, index, alpha, beta);  // the same with C(r, col) at c[index(r, col)], e.g. other::a_index
+//   store_partial(acc, c, ldc, rows, cols, alpha, beta);  // the same inside rows x cols only (an edge tile)
+//   load_a(a, lda, sa, rows, cols);        // (and load_b) an edge tile: rows x cols read, the rest zero
 // C may be in shared or global memory (row_major, leading dimension ldc). Who owns what:
 // thread t of the first 32 takes micro-tiles t, t + 32, ... of 2x2 outputs
 // (32 in all). A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
@@ -285,6 +318,18 @@ __device__ __forceinline__ void load(const c_t* c, long long ldc, accumulator& a
   for (int i = 0; i < accumulator::size; ++i)
     acc[i] = acc.in_bounds(i) ? blasdx::convert<acc_value_t>(c_load(blasdx::convert<scalar_t>(c[c_element(acc.row(i), acc.col(i), ldc)])))
                               : blasdx::zero<acc_value_t>();
+}
+
+// The same for an edge tile: only C(r, col) with r < rows and col < cols are read and written
+// (a tile of a larger C whose edge cuts it).
+template <class CLoad = blasdx::identity, class CStore = blasdx::identity>
+__device__ __forceinline__ void store_partial(const accumulator& acc, c_t* c, long long ldc, int rows, int cols,
+                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load = {},
+                                              const CStore& c_store = {}) {
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i)
+    if (acc.in_bounds(i) && acc.row(i) < rows && acc.col(i) < cols)
+      update_c(c, ldc, acc.row(i), acc.col(i), acc[i], alpha, beta, c_load, c_store);
 }
 
 // The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in

@@ -183,10 +183,6 @@ template <> struct vector_of<4> { using type = unsigned; };
 template <> struct vector_of<8> { using type = uint2; };
 template <> struct vector_of<16> { using type = uint4; };
 
-// Copy `Outer` runs of `InnerBytes` bytes, `src_ld` bytes apart in the source and `dst_ld`
-// bytes apart in the destination (multiples of Bytes; constants where the caller's are),
-// `Bytes` at a time, by the first `Threads` threads of the block. Async uses cp.async
-// (sm_80+); wait with copy_wait.
 // Byte offset of byte `inner` of stored row `outer` (of Outer rows) in the layout with
 // Swizzle-byte rows that Hopper's wgmma reads: the rows' first Swizzle bytes one after
 // another, then their next Swizzle bytes, and so on; within each run of eight rows, the
@@ -199,6 +195,10 @@ __device__ __forceinline__ int swizzled_offset(int outer, int inner) {
   return linear ^ (((linear >> 7) & (Swizzle / 16 - 1)) << 4);
 }
 
+// Copy `Outer` runs of `InnerBytes` bytes, `src_ld` bytes apart in the source and `dst_ld`
+// bytes apart in the destination (multiples of Bytes; constants where the caller's are),
+// `Bytes` at a time, by the first `Threads` threads of the block. Async uses cp.async
+// (sm_80+); wait with copy_wait.
 // Swizzle > 0: the destination is in that swizzled layout (dst_ld unused); Bytes <= 16
 // keeps each copy inside one 16-byte piece.
 template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, int Swizzle = 0, class SrcLd, class DstLd>
@@ -231,6 +231,42 @@ __device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* d
     }
 #endif
     *reinterpret_cast<vec*>(to) = *reinterpret_cast<const vec*>(from);
+  }
+}
+
+// copy_runs for the first `outer_valid` runs and the first `inner_valid` bytes of each (an edge
+// tile of a larger matrix); the rest of the destination becomes zero. With Async, cp.async
+// zero-fills past the bytes it reads; otherwise a piece cut by the bound goes byte by byte.
+template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, int Swizzle = 0, class SrcLd, class DstLd>
+__device__ __forceinline__ void copy_runs_partial(const void* src, SrcLd src_ld, void* dst, DstLd dst_ld, int rank,
+                                                  int outer_valid, int inner_valid) {
+  using vec = typename vector_of<Bytes>::type;
+  constexpr int per_run = InnerBytes / Bytes, total = Outer * per_run;
+  if (rank >= Threads) return;
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+  for (int i = rank; i < total; i += Threads) {
+    const int run = i / per_run, within = i % per_run * Bytes;
+    char* to = d + (Swizzle ? swizzled_offset<(Swizzle ? Swizzle : 16), Outer>(run, within) : run * dst_ld + within);
+    const int left = inner_valid - within;
+    const int valid = run < outer_valid ? (left < 0 ? 0 : left > Bytes ? Bytes : left) : 0;  // bytes to read
+    const char* from = valid ? s + run * src_ld + within : s;  // nothing is read where valid == 0
+#if __CUDA_ARCH__ >= 800
+    if constexpr (Async && Bytes == 16) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(to)), "l"(from), "r"(valid));
+      continue;
+    } else if constexpr (Async && Bytes >= 4) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(shared_address(to)), "l"(from), "n"(Bytes),
+                   "r"(valid));
+      continue;
+    }
+#endif
+    if (valid == Bytes) {
+      *reinterpret_cast<vec*>(to) = *reinterpret_cast<const vec*>(from);
+    } else {
+#pragma unroll
+      for (int b = 0; b < Bytes; ++b) to[b] = b < valid ? from[b] : 0;
+    }
   }
 }
 
