@@ -18,7 +18,9 @@ constexpr int m = 128, n = 64, k = 64;
 // A and B lie in shared memory in the swizzled layouts wgmma reads (rows of 128 and
 // 128 bytes), which have no leading dimension: load_a/load_b write them; element (r, c)
 // is sa[a_index(r, c)] / sb[b_index(r, c)]. After writing them with your own stores, call
-// copy_wait() (it makes them visible to wgmma), not a bare __syncthreads().
+// copy_wait() (it makes them visible to wgmma), not a bare __syncthreads(). wgmma runs where
+// sa and sb start on multiples of 1024 bytes (extern __shared__ __align__(1024), a_offset,
+// b_offset); elsewhere mma.sync computes the same.
 constexpr int ldc = 68;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
 constexpr unsigned block_dim_x = 256, block_dim_y = 1, block_dim_z = 1;
