@@ -159,6 +159,8 @@ WGMMA_OF: dict[str, Instruction] = {x.fallback.name: x for x in (WGMMA_F16, WGMM
 # wgmma runs on exactly this SM (compiled for sm_90a: ``compile_arch_name``).
 WGMMA_SM = 900
 WGMMA_MAX_N = 256
+# 32-bit registers of an SM's register file, which a block's threads share.
+REGISTERS_PER_SM = 65536
 # Float accumulator registers a thread may hold for its warpgroup tiles (64 x N: N / 2 each).
 WGMMA_MAX_ACC_REGS = 128
 # The swizzled shared-memory layouts wgmma reads: rows of 128, 64 or 32 bytes, each 16-byte

@@ -301,12 +301,10 @@ class Descriptor:
         16 x 32 outputs (the other FMA GEMMs), rounded up to whole warps, between 32 and 256
         threads: ``(threads, 1, 1)``."""
         m, n, _ = self.size
-        family = self._ops.get("InstructionFamily")
-        if family is None or family.value == "wgmma":  # type: ignore[attr-defined]
-            threads = wgmma_threads(m, n, wgmma_n_step(self.arrangement.b))
-            choice = wgmma_choice_of(self._ops, threads)
-            if choice is not None and choice.holds:
-                return XYZ(threads, 1, 1)
+        threads = wgmma_threads(m, n, wgmma_n_step(self.arrangement.b))
+        choice = wgmma_choice_of(self._ops, threads)  # None where InstructionFamily('mma') forbids it
+        if choice is not None and choice.holds:
+            return XYZ(threads, 1, 1)
         precision = dict(zip("abc", self.precision))
         large_float = takes_float_micro_tiles(precision, self.is_complex, m, n) and m * n >= 4096
         instruction = self.instruction

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..arch import (
+    REGISTERS_PER_SM,
     SWIZZLE_ALIGNMENT,
     WGMMA_MAX_ACC_REGS,
     WGMMA_MAX_N,
@@ -123,9 +124,9 @@ class WgmmaChoice:
 
 def wgmma_accumulator_registers(threads: int) -> int:
     """Float accumulator registers a thread of a ``threads``-thread block may hold:
-    WGMMA_MAX_ACC_REGS, or fewer where the block's share of the register file (64K
-    registers an SM) leaves less beside the ~32 its other values take."""
-    return min(WGMMA_MAX_ACC_REGS, 65536 // threads - 32)
+    WGMMA_MAX_ACC_REGS, or fewer where the block's share of the register file
+    (REGISTERS_PER_SM) leaves less beside the ~32 its other values take."""
+    return min(WGMMA_MAX_ACC_REGS, REGISTERS_PER_SM // threads - 32)
 
 
 def wgmma_tile_n(m: int, n: int, threads: int, step: int) -> int:
