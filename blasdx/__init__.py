@@ -11,11 +11,14 @@ from .describe.operators import (
     Block,
     BlockDim,
     Function,
+    Grid,
     InstructionFamily,
     LeadingDimension,
     MaxAlignment,
     Precision,
     Size,
+    Stages,
+    Tile,
     TransposeMode,
     Type,
 )
@@ -37,6 +40,7 @@ from .version import __version__
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
     "BitOp", "InstructionFamily", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
+    "Grid", "Tile", "Stages",
     "BlasdxError", "DescriptorError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
     "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",

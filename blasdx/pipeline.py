@@ -34,7 +34,16 @@ from .compiler import (
 )
 from .describe.descriptor import Descriptor
 from .errors import CompileError, DeviceError, UnsupportedError
-from .plan import GemmPlan, PlanOverrides, kernel_plan, make_plan, with_alignment
+from .plan import (
+    GemmPlan,
+    GridPlan,
+    PlanOverrides,
+    grid_with_alignment,
+    kernel_plan,
+    make_grid_plan,
+    make_plan,
+    with_alignment,
+)
 from .plan import explain as explaining
 from .runtime.arguments import (
     bias_view,
@@ -58,13 +67,23 @@ from .version import __version__
 # --- describe -> plan ---------------------------------------------------------------------
 
 
-def plan(desc: Descriptor, overrides: PlanOverrides | None = None) -> GemmPlan:
-    """The block GEMM's plan of an executable descriptor, with ``overrides`` in place of the
-    planner's choices. Without overrides it is ``desc.plan``, planned once per descriptor."""
+def plan(desc: Descriptor, overrides: PlanOverrides | None = None) -> GemmPlan | GridPlan:
+    """The plan of an executable descriptor, with ``overrides`` in place of the block GEMM
+    planner's choices (Block() only). Without overrides it is ``desc.plan``, planned once per
+    descriptor."""
     if overrides is None:
         return desc.plan
+    if desc.is_grid:
+        raise UnsupportedError("PlanOverrides fix choices of Block() descriptors; a Grid() descriptor takes its "
+                               "choices as operators (Tile, Stages, BlockDim)")
     desc.plan  # noqa: B018 - raises IncompleteDescriptorError for a descriptor that cannot run
     return make_plan(desc, overrides)
+
+
+
+def plan_of(desc: Descriptor) -> GemmPlan | GridPlan:
+    """The plan of an executable descriptor (its ``plan``, which calls this once)."""
+    return make_grid_plan(desc) if desc.is_grid else make_plan(desc)
 
 
 def explain(desc: Descriptor) -> str:
@@ -85,23 +104,38 @@ def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: 
 # --- plan -> CUDA source -----------------------------------------------------------------
 
 
-def device_source(block: GemmPlan, name: str = "gemm") -> str:
-    """The block GEMM as device code in namespace ``name`` (the descriptor's layout)."""
+def device_source(block: GemmPlan | GridPlan, name: str = "gemm") -> str:
+    """The block GEMM as device code in namespace ``name`` (the descriptor's layout); for a
+    Grid() descriptor, its tile's block GEMM and the pieces of its tile loop."""
+    if isinstance(block, GridPlan):
+        return render.render_grid_device_source(block, name)
     return render.render_device_source(block, name)
 
 
-def kernel_source(block: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
-    """The complete source of the batched kernel behind ``execute()``."""
-    kernel = kernel_plan(block)
-    return render.render_kernel(kernel, kernel_name(kernel, fusion), fusion)
+def launched_plan(block: GemmPlan | GridPlan) -> GemmPlan | GridPlan:
+    """The plan of the kernel that execute() launches: the batched kernel's (kernel_plan) of a
+    block GEMM, the grid plan itself of a Grid() descriptor."""
+    return block if isinstance(block, GridPlan) else kernel_plan(block)
+
+
+def _render_kernel(kernel: GemmPlan | GridPlan, name: str, fusion: Fusion) -> str:
+    if isinstance(kernel, GridPlan):
+        return render.render_grid_kernel(kernel, name, fusion)
+    return render.render_kernel(kernel, name, fusion)
+
+
+def kernel_source(block: GemmPlan | GridPlan, fusion: Fusion = NO_FUSION) -> str:
+    """The complete source of the kernel behind ``execute()``."""
+    kernel = launched_plan(block)
+    return _render_kernel(kernel, kernel_name(kernel, fusion), fusion)
 
 
 # --- source -> cubin ---------------------------------------------------------------------
 
-_compiled: dict[tuple[GemmPlan, int, Fusion], CompiledKernel] = {}
+_compiled: dict[tuple[GemmPlan | GridPlan, int, Fusion], CompiledKernel] = {}
 
 
-def compile_for_arch(block: GemmPlan, arch: int, fusion: Fusion | None = None, *,
+def compile_for_arch(block: GemmPlan | GridPlan, arch: int, fusion: Fusion | None = None, *,
                      cache: Any = None) -> CompiledKernel:
     """Render and compile the batched kernel of ``block`` (with the hooks of ``fusion``) for
     ``arch`` (as 900). With the default cache, a kernel compiled before in this process is
@@ -116,10 +150,10 @@ def compile_for_arch(block: GemmPlan, arch: int, fusion: Fusion | None = None, *
             f"arch {arch} is older than the descriptor's SM({block.sm}); compile for SM {block.sm} "
             f"or newer, or use .replace(SM({arch}))"
         )
-    kernel = kernel_plan(block)
+    kernel = launched_plan(block)
     name = kernel_name(kernel, fusion)
     try:
-        entry = compile_source(lambda: render.render_kernel(kernel, name, fusion), arch, name=name, cache=cache,
+        entry = compile_source(lambda: _render_kernel(kernel, name, fusion), arch, name=name, cache=cache,
                                metadata={"kernel_name": name}, identity=render.kernel_identity(kernel, name, fusion))
     except CompileError as exc:
         if not fusion.expressions:
@@ -144,11 +178,11 @@ def _first_error(log: str) -> str:
 
 # --- cubin -> loaded kernel --------------------------------------------------------------
 
-_loaded: dict[tuple[GemmPlan, Fusion, int], Kernel] = {}
+_loaded: dict[tuple[GemmPlan | GridPlan, Fusion, int], Kernel] = {}
 _load_lock = threading.Lock()
 
 
-def kernel(block: GemmPlan, fusion: Fusion | None = None, device_id: int | None = None) -> Kernel:
+def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: int | None = None) -> Kernel:
     """The batched kernel of ``block`` loaded on a device (default: the current one),
     compiled for that device's architecture (the plan's SM picked the algorithm)."""
     if device_id is None:
@@ -174,7 +208,8 @@ def kernel(block: GemmPlan, fusion: Fusion | None = None, device_id: int | None 
             sms = cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
             per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                 function.ptr, block.threads, compiled.shared_memory_size)
-            loaded = Kernel(compiled, int(device_id), function, module, sms * max(1, per_sm))
+            loaded = Kernel(compiled, int(device_id), function, module, sms * max(1, per_sm),
+                            block.tiles if isinstance(block, GridPlan) else 1)
             _loaded[key] = loaded
     return loaded
 
@@ -184,7 +219,7 @@ def kernel(block: GemmPlan, fusion: Fusion | None = None, device_id: int | None 
 BOUND_LAUNCHES = BoundLaunches()
 
 
-def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
+def execute(block: GemmPlan | GridPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
             fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
     """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
     CuPy arrays or PyTorch tensors (and bias) seen before with the same signature skip the
@@ -216,7 +251,9 @@ def execute(block: GemmPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, s
     bv = None if bias is None else bias_view(bias, vc)
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
-        aligned = with_alignment(block, (data_alignment(va), data_alignment(vb), data_alignment(vc)))
+        alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
+        aligned = (grid_with_alignment(block, alignment) if isinstance(block, GridPlan)
+                   else with_alignment(block, alignment))
         bound = bind(kernel(aligned, fusion, vc.device_id), va, vb, vc, bv)
         if signature is not None:
             BOUND_LAUNCHES.put(signature[0], bound)
@@ -242,6 +279,7 @@ def clear_caches() -> None:
     cache stays): the next execute() plans, renders and loads again."""
     kernel_plan.cache_clear()
     with_alignment.cache_clear()
+    grid_with_alignment.cache_clear()
     _compiled.clear()
     with _load_lock:
         _loaded.clear()

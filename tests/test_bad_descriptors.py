@@ -102,7 +102,7 @@ CASES = [
     ("block dim 0", lambda: BlockDim(0), DescriptorError, r"BlockDim.x: must be >= 1, got 0"),
     ("block dim 3-D too big", lambda: BlockDim(16, 16, 8), DescriptorError, r"has 2048 threads"),
     ("block dim without block", lambda: (Size(8, 8, 8) + BlockDim(64) + SM(900)).explain(), DescriptorError,
-     r"add Block\(\) to the descriptor"),
+     r"add Block\(\) \(one block GEMM\) or Grid\(\)"),
     # 10. composition
     ("same operator twice", lambda: Size(8, 8, 8) + Size(4, 4, 4), DescriptorError,
      r"Size is already set to Size\(8, 8, 8\); cannot add Size\(4, 4, 4\)\. Use descriptor.replace"),
@@ -136,7 +136,7 @@ CASES = [
     ("trait without size", lambda: (Precision("float16") + SM(900)).size, IncompleteDescriptorError,
      r"size needs the Size operator, which this descriptor lacks; add it, for example \+ Size\(64, 64, 64\)"),
     ("execute without block", lambda: (Size(8, 8, 8) + SM(900)).execute(None, None, None), IncompleteDescriptorError,
-     r"execute needs the Block operator"),
+     r"execute needs the Block operator \(one block GEMM of Size\) or the Grid operator"),
     ("compile without sm", lambda: (Size(8, 8, 8) + Block()).compile(arch=900), IncompleteDescriptorError,
      r"needs the SM operator"),
     # 12. shared memory

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 from ..errors import DescriptorError
-from ..plan import GemmPlan
+from ..plan import GemmPlan, GridPlan
 from .hooks import NO_FUSION, Fusion
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def kernel_name(kernel: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
+def kernel_name(kernel: GemmPlan | GridPlan, fusion: Fusion = NO_FUSION) -> str:
     """The batched kernel's name: its plan's (``kernel`` is the batched kernel's plan), plus
     a digest of the fused hooks if any."""
     return kernel.kernel_name if fusion.is_identity else f"{kernel.kernel_name}_f{fusion.digest}"

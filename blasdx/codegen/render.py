@@ -16,7 +16,7 @@ import jinja2
 
 from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
-from ..plan import GemmPlan, MatrixPlan
+from ..plan import GemmPlan, GridPlan, MatrixPlan
 from ..plan.kernel import kernel_parameters
 from .hooks import NO_FUSION, Fusion
 from .naming import check_namespace
@@ -50,7 +50,7 @@ def _generator_digest(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def kernel_identity(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+def kernel_identity(kernel: GemmPlan | GridPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
     """A text that determines ``render_kernel(kernel, name, fusion)``'s source without
     rendering it: the generator's digest and the inputs' reprs (the plan's dataclass repr
     holds every field; the fusion's, every hook's expression), for the kernel cache."""
@@ -166,20 +166,51 @@ def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
     return render_common() + "\n" + render_block(plan, name)
 
 
-def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
-    """The complete source of the batched kernel behind ``execute()``: ``kernel`` is the
-    batched kernel's plan (blasdx.plan.kernel_plan), ``name`` its kernel name."""
+def render_grid_block(plan: GridPlan, name: str) -> str:
+    """A Grid() descriptor's device code in namespace ``name`` (without the common helpers):
+    the tile's block GEMM, then the tile loop's pieces (mainloop, store_tile, tile order)."""
+    tile = plan.tile
+    grid = _template("grid.cuh.j2").render(
+        name=name, kernel_name=plan.kernel_name, problem_m=plan.m, problem_n=plan.n, problem_k=plan.k,
+        tile_m=tile.m, tile_n=tile.n, tile_k=tile.k,
+        problem_lda=plan.a.ld, problem_ldb=plan.b.ld, problem_ldc=plan.c.ld,
+        a=_matrix_context(plan.a, False), b=_matrix_context(plan.b, False), c=_matrix_context(plan.c, False),
+        stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
+        swizzled=tile.a.swizzle > 0, overlapped=tile.instruction.is_wgmma and plan.stages >= 3)
+    return render_block(tile, name) + "\n" + grid
+
+
+def render_grid_device_source(plan: GridPlan, name: str = "gemm") -> str:
+    """Common helpers plus a Grid() descriptor's device code in namespace ``name``."""
+    return render_common() + "\n" + render_grid_block(plan, name)
+
+
+def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+    """The complete source of the grid kernel behind a Grid() descriptor's ``execute()``."""
     ns = BATCHED_NAMESPACE
+    return _template("grid.cu.j2").render(
+        common=render_common(), device=render_grid_block(plan, ns), ns=ns, threads=plan.threads,
+        kernel_name=name, swizzled=plan.tile.a.swizzle > 0, **_fusion_context(ns, fusion))
+
+
+def _fusion_context(ns: str, fusion: Fusion) -> dict:
+    """What hooks.cuh.j2 and a kernel's parameter list print of ``fusion``."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
                   for p in kernel_parameters(fusion.bias)]
+    return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias}
+
+
+def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+    """The complete source of the batched kernel behind ``execute()``: ``kernel`` is the
+    batched kernel's plan (blasdx.plan.kernel_plan), ``name`` its kernel name."""
+    ns = BATCHED_NAMESPACE
     return _template("kernel.cu.j2").render(
         common=render_common(), device=render_block(kernel, ns), ns=ns,
-        threads=kernel.threads, min_blocks=kernel.overrides.min_blocks_per_sm or 0,
-        kernel_name=name, parameters=parameters,
-        fusion_identity=fusion.is_identity, hooks=hooks, bias=fusion.bias,
+        threads=kernel.threads, min_blocks=kernel.overrides.min_blocks_per_sm or 0, kernel_name=name,
         stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
+        **_fusion_context(ns, fusion),
     )

@@ -13,7 +13,8 @@ reaches downstream (the documented seam of the layering; tests/test_layering.py)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -34,7 +35,10 @@ from .traits import (
     round_up,
     shared_memory_parts_of,
     stored_rows,
+    suggested_tile_of,
     takes_float_micro_tiles,
+    tile_of,
+    tile_operators_of,
     wgmma_choice_of,
     wgmma_n_step,
     wgmma_threads,
@@ -42,7 +46,7 @@ from .traits import (
 
 if TYPE_CHECKING:
     from ..compiler import CompiledKernel
-    from ..plan import GemmPlan
+    from ..plan import GemmPlan, GridPlan
     from ..runtime import Kernel
 
 _ORDER = {cls.kind: i for i, cls in enumerate(OPERATOR_KINDS)}
@@ -90,8 +94,9 @@ def _pipeline() -> Any:
 class Descriptor:
     """An immutable set of operators describing one block GEMM."""
 
-    def __init__(self, ops: Mapping[str, Operator]) -> None:
-        rules.check(ops)
+    def __init__(self, ops: Mapping[str, Operator], *, grid_tile: bool = False) -> None:
+        rules.check(ops, grid_tile=grid_tile)
+        self._grid_tile = grid_tile  # the tile of a Grid() descriptor (see tile_descriptor)
         self._ops: dict[str, Operator] = dict(sorted(ops.items(), key=lambda kv: _ORDER[kv[0]]))
         self._rules_hold = False  # every rule, defaults included: see _check_rules
         # The repr, made once: a plain attribute that torch.compile reads as a constant
@@ -165,12 +170,16 @@ class Descriptor:
         planned, traited or run (composition checks only rules whose operators are all
         present, so that it does not depend on order)."""
         if not self._rules_hold:
-            rules.check(self._ops, complete=True)
+            rules.check(self._ops, complete=True, grid_tile=self._grid_tile)
+            if self.is_grid:
+                with self._about_the_tile():
+                    self.tile_descriptor._check_rules()
             self._rules_hold = True
 
     def _require(self, kind: type[Operator], trait: str) -> Operator:
         if kind.kind not in self._ops:
-            example = {"Size": "Size(64, 64, 64)", "SM": "SM(900)", "Block": "Block()"}[kind.kind]
+            example = {"Size": "Size(64, 64, 64)", "SM": "SM(900)", "Block": "Block()",
+                       "Grid": "Grid()"}[kind.kind]
             raise IncompleteDescriptorError(
                 f"{trait} needs the {kind.kind} operator, which this descriptor lacks; "
                 f"add it, for example + {example}"
@@ -271,6 +280,8 @@ class Descriptor:
         """The instruction and the reason for it (``explain()`` prints both): Hopper's
         warpgroup MMA where every condition of ``wgmma_choice`` holds, else the warp-level
         instruction with the conditions that failed."""
+        if self.is_grid:
+            return self.tile_descriptor.instruction_choice
         p = self.precision
         base, reason = choose_instruction(p.a, p.b, p.c, self.is_complex, self.sm)
         family = self._ops.get("InstructionFamily")
@@ -287,7 +298,9 @@ class Descriptor:
     @cached_property
     def wgmma_choice(self) -> WgmmaChoice | None:
         """Each condition of Hopper's warpgroup MMA and whether it holds, with the tile and the
-        swizzled layouts it takes (None where wgmma is out of the question)."""
+        swizzled layouts it takes (None where wgmma is out of the question). Of the tile, for Grid()."""
+        if self.is_grid:
+            return self.tile_descriptor.wgmma_choice
         return wgmma_choice_of(self._ops)
 
     @property
@@ -300,6 +313,8 @@ class Descriptor:
         where each thread computes an 8x4 micro-tile: ``takes_float_micro_tiles``) or per
         16 x 32 outputs (the other FMA GEMMs), rounded up to whole warps, between 32 and 256
         threads: ``(threads, 1, 1)``."""
+        if self.is_grid:
+            return self.tile_descriptor.suggested_block_dim
         m, n, _ = self.size
         threads = wgmma_threads(m, n, wgmma_n_step(self.arrangement.b))
         choice = wgmma_choice_of(self._ops, threads)  # None where InstructionFamily('mma') forbids it
@@ -314,6 +329,9 @@ class Descriptor:
 
     @property
     def block_dim(self) -> XYZ:
+        """BlockDim if given, else suggested_block_dim; for Grid(), of each block (its tile's)."""
+        if self.is_grid:
+            return self.tile_descriptor.block_dim
         self._require(Block, "block_dim")
         self._check_rules()
         bd = self._ops.get("BlockDim")
@@ -329,8 +347,11 @@ class Descriptor:
     @property
     def shared_memory_size(self) -> int:
         """Bytes of shared memory the block GEMM needs for A, B and C (see
-        ``shared_memory_parts_of``)."""
+        ``shared_memory_parts_of``); for Grid(), what each block of its kernel takes (its
+        stages of A and B tiles)."""
         self._require(Size, "shared_memory_size")
+        if self.is_grid:
+            return self.plan.kernel_shared_memory_size
         self._check_rules()
         return sum(shared_memory_parts_of(self._ops).values())
 
@@ -340,20 +361,74 @@ class Descriptor:
 
     @property
     def is_executable(self) -> bool:
-        return self.is_complete and "Block" in self._ops
+        return self.is_complete and ("Block" in self._ops or "Grid" in self._ops)
+
+    # --- Grid(): Size is the whole problem; each block computes tiles ---------------------
+
+    @property
+    def is_grid(self) -> bool:
+        """Whether the descriptor has Grid(): a problem of any Size over many blocks."""
+        return "Grid" in self._ops
+
+    @property
+    def tile(self) -> MNK:
+        """Grid(): the block tile, Tile if given, else suggested_tile."""
+        self._require_grid("tile")
+        t = tile_of(self._ops)
+        return MNK(t.m, t.n, t.k)
+
+    @property
+    def suggested_tile(self) -> MNK:
+        """Grid(): the block tile the planner suggests (see blasdx.describe.traits.suggested_tile_of)."""
+        self._require_grid("suggested_tile")
+        t = suggested_tile_of(self._ops)
+        return MNK(t.m, t.n, t.k)
+
+    @property
+    def stages(self) -> int:
+        """Grid(): K tiles in flight per block, Stages if given, else planned (see blasdx.plan.grid)."""
+        self._require_grid("stages")
+        return self.plan.stages  # type: ignore[union-attr]
+
+    @cached_property
+    def tile_descriptor(self) -> Descriptor:
+        """Grid(): the Block() descriptor of one tile, Size(tile) with this descriptor's precisions,
+        arrangement, SM, alignment, BlockDim and InstructionFamily; its device API runs each block."""
+        self._require_grid("tile_descriptor")
+        with self._about_the_tile():
+            return Descriptor(tile_operators_of(self._ops), grid_tile=True)
+
+    @contextmanager
+    def _about_the_tile(self) -> Iterator[None]:
+        """Errors of the tile's Block() descriptor, said to be the tile's."""
+        try:
+            yield
+        except DescriptorError as exc:
+            raise type(exc)(f"the block tile {tile_of(self._ops)!r} of this Grid() descriptor: {exc}") from None
+
+    def _require_grid(self, trait: str) -> None:
+        for kind in (Size, SM):
+            self._require(kind, trait)
+        if not self.is_grid:
+            raise DescriptorError(f"{trait} belongs to grid-level GEMMs; add Grid() (Size is then the whole problem)")
 
     # --- downstream: one-line calls into the pipeline -------------------------------
 
     def _require_executable(self, action: str) -> None:
-        for kind in (Size, SM, Block):
+        for kind in (Size, SM):
             self._require(kind, action)
+        if "Block" not in self._ops and "Grid" not in self._ops:
+            raise IncompleteDescriptorError(
+                f"{action} needs the Block operator (one block GEMM of Size) or the Grid operator (a problem of any "
+                f"Size over many blocks), which this descriptor lacks; add it, for example + Block(), or + Grid()")
 
     @cached_property
-    def plan(self) -> GemmPlan:
-        """The kernel decisions for this descriptor (blasdx.plan.GemmPlan)."""
+    def plan(self) -> GemmPlan | GridPlan:
+        """The kernel decisions for this descriptor: blasdx.plan.GemmPlan for Block(),
+        blasdx.plan.GridPlan for Grid()."""
         self._require_executable("planning a kernel")
         self._check_rules()
-        return _pipeline().make_plan(self)
+        return _pipeline().plan_of(self)
 
     @property
     def source(self) -> str:

@@ -364,7 +364,7 @@ class InstructionFamily(Operator):
 
 
 class Block(Operator):
-    """Block(): the GEMM is executed by one thread block."""
+    """Block(): the GEMM is executed by one thread block (Size fits in shared memory)."""
 
     kind: ClassVar[str] = "Block"
 
@@ -401,7 +401,58 @@ class BlockDim(Operator):
         return self.x * self.y * self.z
 
 
+class Grid(Operator):
+    """Grid(): the GEMM runs over a grid of blocks, so Size(m, n, k) is the whole problem, of
+    any size. Each block computes tiles of C (``Tile``, suggested where absent) with a
+    pipelined K loop (``Stages``) on the block GEMM's device API."""
+
+    kind: ClassVar[str] = "Grid"
+
+
+class Tile(Operator):
+    """Tile(m, n, k): with Grid(), the block tile: each block computes m x n tiles of C, k of
+    the inner dimension per step of its K loop (the block GEMM of Size(m, n, k))."""
+
+    kind: ClassVar[str] = "Tile"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, m: int, n: int, k: int) -> None: ...
+    m: int
+    n: int
+    k: int
+
+    @field_validator("m", "n", "k", mode="before")
+    @classmethod
+    def _positive(cls, v: object, info) -> int:
+        v = _strict_int(v, info.field_name)
+        if v < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {v}")
+        return v
+
+
+MAX_STAGES = 8
+
+
+class Stages(Operator):
+    """Stages(s): with Grid(), the K tiles in flight per block: while the block multiplies
+    one, cp.async copies the next s - 1 (2 <= s <= 8)."""
+
+    kind: ClassVar[str] = "Stages"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, value: int) -> None: ...
+    value: int
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> int:
+        v = _strict_int(v, "value")
+        if not 2 <= v <= MAX_STAGES:
+            raise ValueError(f"must be between 2 and {MAX_STAGES} K tiles in flight, got {v}")
+        return v
+
+
 OPERATOR_KINDS: tuple[type[Operator], ...] = (
     Size, Precision, Type, Function, BitOp, Arrangement, TransposeMode, LeadingDimension,
-    Alignment, SM, InstructionFamily, Block, BlockDim,
+    Alignment, SM, InstructionFamily, Block, Grid, Tile, Stages, BlockDim,
 )

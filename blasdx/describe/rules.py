@@ -29,11 +29,12 @@ from .traits import (
 )
 
 
-def check(ops: Mapping[str, Operator], complete: bool = False) -> None:
+def check(ops: Mapping[str, Operator], complete: bool = False, grid_tile: bool = False) -> None:
     """Run the cross-operator rules: those whose operators are all in ``ops`` (composition),
-    or all of them with the defaults filled in (``complete``)."""
+    or all of them with the defaults filled in (``complete``). The tile of a Grid()
+    descriptor (``grid_tile``) keeps C in registers: its shared memory is the grid plan's to check."""
     for rule, ready in RULES:
-        if complete or ready(ops):
+        if (complete or ready(ops)) and not (grid_tile and rule is _check_shared_memory):
             rule(ops)
 
 
@@ -246,9 +247,49 @@ def _check_alignment(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_block_dim(ops: Mapping[str, Operator]) -> None:
-    if "BlockDim" in ops and "Block" not in ops:
+    if "BlockDim" in ops and "Block" not in ops and "Grid" not in ops:
         raise DescriptorError(
-            f"{ops['BlockDim']!r} only applies to block execution; add Block() to the descriptor"
+            f"{ops['BlockDim']!r} sets the threads of a block; add Block() (one block GEMM) or Grid() "
+            f"(the threads of each block of the grid)"
+        )
+
+
+def _check_execution(ops: Mapping[str, Operator]) -> None:
+    if "Block" not in ops or "Grid" not in ops:
+        return
+    raise DescriptorError(
+        "Block() and Grid() are two ways to run: Block() runs one block GEMM of Size (it fits in shared "
+        "memory), Grid() runs a problem of any Size over many blocks; keep one of them"
+    )
+
+
+def _check_grid_operators(ops: Mapping[str, Operator]) -> None:
+    for kind in ("Tile", "Stages"):
+        if kind in ops and "Grid" not in ops:
+            raise DescriptorError(
+                f"{ops[kind]!r} describes the blocks of a grid-level GEMM; add Grid() (Size is then the whole "
+                f"problem), or remove {kind}"
+            )
+
+
+def _check_grid_size(ops: Mapping[str, Operator]) -> None:
+    if "Grid" not in ops or "Size" not in ops:
+        return
+    size = ops["Size"]
+    big = [f"{name} = {getattr(size, name)}" for name in "mnk" if getattr(size, name) >= 2**31]
+    if big:
+        raise UnsupportedError(
+            f"Grid() with {size!r}: {', '.join(big)} is 2**31 or more; each dimension must stay below 2**31 "
+            f"(offsets into the matrices are 64-bit, but a row or column index is not). Split the problem"
+        )
+
+
+def _check_grid_precision(ops: Mapping[str, Operator]) -> None:
+    packed = _packed(ops) if "Grid" in ops else None
+    if packed is not None:
+        raise UnsupportedError(
+            f"Grid() with {packed[3]}: the grid-level GEMM does not take packed int4 or binary operands yet "
+            f"(its edge tiles cut k, which packs them); use Block() per tile, or unpack to int8"
         )
 
 
@@ -262,7 +303,8 @@ def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
     if total > limit:
         raise UnsupportedError(
             f"the block GEMM needs {total} bytes of shared memory, over SM {sm}'s limit of "
-            f"{limit} bytes per block; use a smaller Size or precision, or a newer SM. "
+            f"{limit} bytes per block; use a smaller Size or precision, a newer SM, or Grid() in place of "
+            f"Block() (any Size, over many blocks). "
             f"Details: A {parts['a']} B, B {parts['b']} B, C {parts['c']} B"
         )
 
@@ -270,8 +312,8 @@ def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
 def _check_instruction_family(ops: Mapping[str, Operator]) -> None:
     """InstructionFamily('wgmma') needs every wgmma condition; 'mma' needs a tensor-core
     instruction for the precisions."""
-    if "InstructionFamily" not in ops or "SM" not in ops:
-        return
+    if "InstructionFamily" not in ops or "SM" not in ops or "Grid" in ops:
+        return  # Grid(): its tile's Block() descriptor carries InstructionFamily and checks it
     family = ops["InstructionFamily"].value  # type: ignore[attr-defined]
     if family == "mma":
         p = precision_of(ops)
@@ -331,6 +373,10 @@ RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[s
     (_check_leading_dimension, lambda ops: _has("Size", "LeadingDimension")(ops) and _has_arrangement(ops)),
     (_check_alignment, _has("Alignment", "Precision", "Type")),
     (_check_block_dim, _never),
+    (_check_execution, _has("Block", "Grid")),
+    (_check_grid_operators, _never),
+    (_check_grid_size, _has("Grid", "Size")),
+    (_check_grid_precision, _has("Grid", "Precision")),
     (_check_instruction_family, _never),
     (_check_shared_memory, lambda ops: _has("Block", "Size", "SM", "Precision", "Type", "LeadingDimension")(ops)
      and _has_arrangement(ops)),

@@ -21,7 +21,7 @@ from ..arch import (
     choose_instruction,
     swizzle_width,
 )
-from .operators import Arrangement, Operator, Precision, Size
+from .operators import Arrangement, Block, BlockDim, Operator, Precision, Size, Tile
 from .precision import PRECISIONS
 
 Operators = Mapping[str, Operator]
@@ -242,3 +242,77 @@ def takes_float_micro_tiles(precision: Mapping[str, str], is_complex: bool, m: i
     m * n >= 4096."""
     return (not is_complex and precision["a"] == precision["b"] == "float32" and precision["c"] != "float64"
             and m % 8 == 0 and n % 4 == 0)
+
+
+# --- Grid(): the whole problem over many blocks, each a block GEMM of the tile ------------
+
+# Operators a Grid() descriptor hands to its tile's Block() descriptor, as they are.
+TILE_KINDS: tuple[str, ...] = ("Precision", "Type", "Function", "BitOp", "Arrangement", "TransposeMode",
+                               "Alignment", "SM", "InstructionFamily", "BlockDim")
+
+
+def is_grid_of(ops: Operators) -> bool:
+    return "Grid" in ops
+
+
+def suggested_tile_of(ops: Operators) -> Tile:
+    """The block tile a Grid() descriptor suggests: 256 x 128 where wgmma can run (with a
+    warpgroup per 64 rows: ``grid_tile_threads``; an H100 ran 4096^3 float16 at 421 TFLOP/s
+    so, against 363 with 128 x 128 tiles and 311-360 with other stages or threads,
+    benchmarks/grid_gemm.py), 128 x 128 where other tensor cores
+    take 8- to 32-bit values, 64 x 64 for float64 tensor cores and 64-bit or
+    complex FMA, 128 x 64 for the other FMA GEMMs; k: rows of 128 bytes for wgmma (its widest
+    swizzle), 64 bytes on mma.sync (16 of float64), 16 values of float32 FMA and 8 of the
+    wider ones. Each side shrinks to the problem's, rounded up to the instruction's shape
+    (m to a multiple of 64 for wgmma, 16 otherwise)."""
+    size, sm = ops["Size"], ops["SM"].value  # type: ignore[attr-defined]
+    prec = precision_of(ops)
+    esize = element_sizes_of(ops)["a"]
+    base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], is_complex_of(ops), sm)
+    family = ops.get("InstructionFamily")
+    wgmma = WGMMA_OF.get(base.name) if sm == WGMMA_SM and not (family is not None and family.value == "mma") else None  # type: ignore[attr-defined]
+    if wgmma is not None:
+        tile, m_step, k_step = (256, 128, 128 // esize), 64, wgmma.k
+    elif base.is_mma:
+        tile = (64, 64, 16) if esize == 8 else (128, 128, max(base.k, 64 // esize))
+        m_step, k_step = 16, base.k
+    else:
+        tile = (128, 64, 16) if esize <= 4 else (64, 64, 8)
+        m_step, k_step = 16, 8
+    m = min(tile[0], round_up(size.m, m_step))  # type: ignore[attr-defined]
+    n = min(tile[1], round_up(size.n, 16))  # type: ignore[attr-defined]
+    k = min(tile[2], round_up(size.k, k_step))  # type: ignore[attr-defined]
+    return Tile(m, n, k)
+
+
+def tile_of(ops: Operators) -> Tile:
+    """Tile if given, else the suggestion."""
+    return ops["Tile"] if "Tile" in ops else suggested_tile_of(ops)  # type: ignore[return-value]
+
+
+def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
+    """Threads of a Grid() descriptor's blocks where BlockDim is absent and wgmma can take the
+    tile: a warpgroup per 64 rows (at most four), each holding a 64 x n slice of the tile in
+    registers, so that the block has warps enough to hide its copies; None elsewhere (the
+    tile's own suggestion)."""
+    if "BlockDim" in ops or tile.m % 64:
+        return None
+    threads = 128 * min(4, tile.m // 64)
+    tile_ops = dict(ops)
+    tile_ops["Size"] = Size(tile.m, tile.n, tile.k)
+    choice = wgmma_choice_of(tile_ops, threads)
+    return threads if choice is not None and choice.holds else None
+
+
+def tile_operators_of(ops: Operators) -> dict[str, Operator]:
+    """The Block() descriptor of a Grid() descriptor's tile: Size(tile) and the operators of
+    TILE_KINDS (LeadingDimension describes the whole matrices, not the tile's copies), with
+    the threads of ``grid_tile_threads`` where it has some."""
+    tile = tile_of(ops)
+    out = {kind: op for kind, op in ops.items() if kind in TILE_KINDS}
+    out["Size"] = Size(tile.m, tile.n, tile.k)
+    out["Block"] = Block()
+    threads = grid_tile_threads(out, tile)
+    if threads is not None:
+        out["BlockDim"] = BlockDim(threads)
+    return out

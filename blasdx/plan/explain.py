@@ -6,7 +6,8 @@ import math
 from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
-from .block import with_alignment
+from .block import GemmPlan, with_alignment
+from .grid import GridPlan, grid_with_alignment
 from .kernel import kernel_plan
 
 if TYPE_CHECKING:
@@ -19,9 +20,13 @@ def explain(desc: Descriptor) -> str:
     if not desc.is_executable:
         instr, reason = desc.instruction_choice
         lines.append(f"instruction: {instr.name} ({reason})")
-        lines.append("incomplete for a kernel: add Block() to plan threads and shared memory")
+        lines.append("incomplete for a kernel: add Block() (one block GEMM) or Grid() (any size, over many blocks) "
+                     "to plan threads and shared memory")
         return "\n".join(lines)
+    if desc.is_grid:
+        return explain_grid(desc)
     p = desc.plan
+    assert isinstance(p, GemmPlan)
     m, n, k = p.m, p.n, p.k
     lines.append(f"kernel: {p.kernel_name}")
     lines.append(f"instruction: {p.instruction.name} - {p.instruction_reason}")
@@ -100,6 +105,44 @@ def explain(desc: Descriptor) -> str:
                   if launched.pipeline_stages == 2 else "one item at a time per block")
         + f"; {launched.kernel_shared_memory_size} bytes of shared memory")
     return "\n".join(lines)
+
+
+def explain_grid(desc: Descriptor) -> str:
+    """explain() of a Grid() descriptor: the tiles, the K loop, the order of the blocks, and
+    the block GEMM that computes each tile (its own explain())."""
+    p = desc.plan
+    assert isinstance(p, GridPlan)
+    t = p.tile
+    ops = desc.operator_map
+    launched = grid_with_alignment(p, (16, 16, 16))
+    given = {kind: "given" if kind in ops else "suggested" for kind in ("Tile", "Stages", "BlockDim")}
+    overlap = ("the multiply of each K tile runs while the next one's ends and the copies of the following "
+               f"{p.stages - 2} run" if t.instruction.is_wgmma and p.stages >= 3 else
+               f"cp.async copies the next {p.stages - 1} K tiles while the block multiplies one")
+    lines = [
+        f"blasdx GEMM: {desc!r}",
+        f"kernel: {launched.kernel_name} (grid-level: Size is the whole problem)",
+        f"tiles: {p.m}x{p.n} C in {p.tiles_m}x{p.tiles_n} = {_count(p.tiles, 'tile')} of {t.m}x{t.n} per batch item "
+        f"(Tile({t.m}, {t.n}, {t.k}), {given['Tile']}); the edge tiles read zeros past m, n and k and write only "
+        f"inside C",
+        f"K loop: {_count(p.k_tiles, 'step')} of {t.k} per tile, {p.stages} stages ({given['Stages']}): {overlap}; "
+        f"{p.stages} x {t.shared_memory_size} = {p.kernel_shared_memory_size} bytes of shared memory a block",
+        f"blocks: {t.threads} threads each ({given['BlockDim']}); a persistent grid of at most as many blocks as the "
+        f"GPU runs at once walks the (batch item, tile) pairs, tiles in groups of {p.group_m} tile rows taken column "
+        f"by column (the blocks running together share A and B in L2)",
+        "epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)",
+        f"copies on 16-byte aligned arrays: A {launched.tile.a.vector_bytes} and B {launched.tile.b.vector_bytes} "
+        f"bytes at a time (cp.async), from leading dimensions {p.a.ld} and {p.b.ld}",
+        "each tile is the block GEMM of tile_descriptor:",
+    ]
+    # The tile's instruction, its conditions and how its warps split it; its own copies,
+    # shared memory and threads are the grid's, said above.
+    tile_lines = explain(desc.tile_descriptor).splitlines()
+    lines += ["  " + line for line in tile_lines if line.startswith(_TILE_LINES)]
+    return "\n".join(lines)
+
+
+_TILE_LINES = ("instruction:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")
 
 
 # The dimension along which a stored A or B runs contiguously.

@@ -87,6 +87,27 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
     return stages_with_c_staged == 1 and plan.a.layout == c.layout
 
 
+def shared_layout(plan: GemmPlan, pad: bool, without_c: bool) -> tuple[dict[str, MatrixPlan], int]:
+    """A, B and C of a kernel's block GEMM one after another in shared memory (C left out
+    where ``without_c``), each leading dimension padded against bank conflicts where
+    ``pad`` (a swizzled layout has none to pad), and the bytes of one stage: a multiple of
+    SWIZZLE_ALIGNMENT where A and B are swizzled, so that each stage starts where a swizzle
+    pattern does."""
+    offset, mats = 0, {}
+    for x in (plan.a, plan.b, plan.c):
+        smem_ld = padded_leading_dimension(x.ld, x.element_size, plan.instruction.padding_unit) if pad else x.ld
+        size = -(-smem_ld * x.outer * x.element_size // 16) * 16
+        if x.swizzle:
+            smem_ld, size = x.ld, x.smem_bytes
+        if x.name == "c" and without_c:
+            smem_ld, size = x.ld, 0
+        mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
+        offset += size
+    if plan.a.swizzle:
+        offset = -(-offset // SWIZZLE_ALIGNMENT) * SWIZZLE_ALIGNMENT
+    return mats, offset
+
+
 @lru_cache(maxsize=1024)
 def kernel_plan(plan: GemmPlan) -> GemmPlan:
     """The plan of the batched kernel behind execute(). Its shared-memory copies of A, B
@@ -98,24 +119,9 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
     descriptor's layout in shared memory."""
     limit = shared_memory_limit(plan.sm)
 
-    def layout(pad: bool, c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
-        offset, mats = 0, {}
-        for x in (plan.a, plan.b, plan.c):
-            smem_ld = padded_leading_dimension(x.ld, x.element_size, plan.instruction.padding_unit) if pad else x.ld
-            size = -(-smem_ld * x.outer * x.element_size // 16) * 16
-            if x.swizzle:  # wgmma's swizzled layout: no leading dimension to pad
-                smem_ld, size = x.ld, x.smem_bytes
-            if x.name == "c" and c_in_registers:
-                smem_ld, size = x.ld, 0
-            mats[x.name] = replace(x, smem_ld=smem_ld, smem_offset=offset, smem_bytes=size)
-            offset += size
-        if plan.a.swizzle:  # each stage starts where a swizzle pattern does
-            offset = -(-offset // SWIZZLE_ALIGNMENT) * SWIZZLE_ALIGNMENT
-        return mats, offset
-
     def fitting_layout(c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
-        mats, size = layout(True, c_in_registers)
-        return (mats, size) if size <= limit else layout(False, c_in_registers)
+        mats, size = shared_layout(plan, True, c_in_registers)
+        return (mats, size) if size <= limit else shared_layout(plan, False, c_in_registers)
 
     mats, size = fitting_layout(False)
     c_in_registers = keeps_c_in_registers(plan, pipeline_stages(plan.sm, size, plan.instruction.is_mma,

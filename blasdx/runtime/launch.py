@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..compiler import CompiledKernel
-from ..plan import GemmPlan
+from ..plan import GemmPlan, GridPlan
 from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, kernel_parameters
 from .arguments import BiasView, MatrixView, scalar
 from .device import cupy_module
@@ -39,6 +39,7 @@ class Kernel:
     function: Any  # cupy.cuda.function.Function; its ``ptr`` is the CUfunction
     module: Any
     resident_blocks: int  # blocks the whole device runs at once (the largest useful grid)
+    work_per_item: int = 1  # blocks' worth of work per batch item: 1, or a grid GEMM's tiles
 
     @property
     def kernel_name(self) -> str:
@@ -112,7 +113,7 @@ class BoundLaunch:
                                  (sb and pc < pb + sb and pb < pc + sc) or
                                  (sbias and pc < pbias + sbias and pbias < pc + sc))
 
-    def scalar_bytes(self, alpha: Any, beta: Any, plan: GemmPlan) -> bytes:
+    def scalar_bytes(self, alpha: Any, beta: Any, plan: GemmPlan | GridPlan) -> bytes:
         """alpha and beta for this launch as the bytes of their two slots; Python numbers
         converted once and remembered. Raises ArgumentError as ``scalar`` does."""
         # Python numbers key the memo (equal values convert alike, 1 and 1.0); others convert each time.
@@ -128,8 +129,8 @@ class BoundLaunch:
 
 def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
          bias: BiasView | None = None) -> BoundLaunch:
-    """The launch of ``kernel`` on checked operands: one block per item, at most as many
-    as the device runs at once (the kernel loops over the rest). Its argument block holds
+    """The launch of ``kernel`` on checked operands: one block per item (per tile of an item,
+    for a grid GEMM), at most as many as the device runs at once (the kernel loops over the rest). Its argument block holds
     every value that stays from call to call: the batch, the strides between items and the
     bias's strides."""
     batch = 1 if va.batch is None else va.batch
@@ -142,7 +143,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     for index, parameter in enumerate(parameters):
         if parameter.name in fixed:
             arguments.put_int64(index, fixed[parameter.name])
-    grid = int(min(batch, kernel.resident_blocks))
+    grid = int(min(batch * kernel.work_per_item, kernel.resident_blocks))
     return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None,
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
                        arguments=arguments,
@@ -151,7 +152,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
                        launch_kernel=cupy_module().cuda.driver.launchKernel)
 
 
-def launch_signature(ndarray: Any, tensor: Any, plan: GemmPlan, fusion: Fusion, a: Any, b: Any, c: Any,
+def launch_signature(ndarray: Any, tensor: Any, plan: GemmPlan | GridPlan, fusion: Fusion, a: Any, b: Any, c: Any,
                      bias: Any) -> tuple[tuple, tuple[int, int, int, int]] | None:
     """What a call's operands look like to the bound launches: CuPy operands, or PyTorch
     ones where ``tensor`` is torch.Tensor (C being one); None for other kinds or a mix.

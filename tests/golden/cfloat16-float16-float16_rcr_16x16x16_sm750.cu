@@ -322,6 +322,7 @@ __device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_
 // --- Accumulators in registers: the device API ---------------------------------------------
 //   accumulator acc = make_accumulator();  // zero, per thread
 //   multiply(sa, sb, acc);                 // acc += op(A) * op(B) from shared memory; again over a K loop
+//   multiply_async(sa, sb, acc); ... multiply_wait<N>(acc);  // the same, overlapped (wgmma; elsewhere synchronous)
 //   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
@@ -367,15 +368,31 @@ __device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
   return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
 }
 
-// acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb).
+// acc += op(a_load(A)) * op(b_load(B)), started: on this path the same as multiply().
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
-__device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
-                                         const BLoad& b_load = {}) {
+__device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
+                                               const BLoad& b_load = {}) {
   if (acc.rank >= workers) return;
   const worker w(acc.rank);
 #pragma unroll
   for (int p = 0; p < passes; ++p)
     if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+}
+
+// Wait until at most Pending of this thread's latest multiply_async calls still run: the
+// products of the others are in acc, and their A and B may be overwritten (after a barrier, for
+// other threads' writes). Synchronizes nothing else; on this path there is nothing to wait for.
+template <int Pending = 0>
+__device__ __forceinline__ void multiply_wait(accumulator& acc) {
+}
+
+// acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb); returns with the
+// products in acc.
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
+__device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
+                                         const BLoad& b_load = {}) {
+  multiply_async(sa, sb, acc, a_load, b_load);
+  multiply_wait<0>(acc);
 }
 
 // acc = c_load(C) for the values inside m x n (zero for the rest).

@@ -434,7 +434,7 @@ __device__ __forceinline__ bool wgmma_runs(const a_t* sa, const b_t* sb) {
 }
 
 // The wgmma of every 16 of k for the tile at `at`, issued without waiting (between
-// wgmma_begin and wgmma_end, which several tiles may share).
+// wgmma_begin and wgmma_commit, which several tiles may share).
 __device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position at, const a_t* sa, const b_t* sb) {
 #pragma unroll
   for (int k0 = 0; k0 < k; k0 += 16)
@@ -446,12 +446,18 @@ __device__ __forceinline__ void wgmma_begin() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #endif
 }
-// Wait until every wgmma issued since wgmma_begin is done: the products are in the
-// accumulators, and A and B in shared memory are free to be overwritten.
-__device__ __forceinline__ void wgmma_end() {
+// Close the group of every wgmma issued since wgmma_begin.
+__device__ __forceinline__ void wgmma_commit() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+// Wait until at most Pending of this warpgroup's latest wgmma groups run: the others' products
+// are in the accumulators, and the A and B they read in shared memory may be overwritten.
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
 #endif
 }
 
@@ -465,7 +471,8 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
     pin_accumulators(acc);
     wgmma_begin();
     wgmma_issue(acc, at, sa, sb);
-    wgmma_end();
+    wgmma_commit();
+    wgmma_wait<0>();
     pin_accumulators(acc);
     return;
   }
@@ -525,6 +532,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // --- Accumulators in registers: the device API ---------------------------------------------
 //   accumulator acc = make_accumulator();  // zero, per thread
 //   multiply(sa, sb, acc);                 // acc += op(A) * op(B) from shared memory; again over a K loop
+//   multiply_async(sa, sb, acc); ... multiply_wait<N>(acc);  // the same, overlapped (wgmma; elsewhere synchronous)
 //   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
@@ -573,19 +581,22 @@ __device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
   return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
 }
 
-// acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb).
+// acc += op(a_load(A)) * op(b_load(B)), started: where wgmma runs, its instructions are issued and
+// this returns at once, and until multiply_wait says they are done, neither acc nor A and B in shared
+// memory may be touched (a K loop multiplies the next tile meanwhile: wgmma chains on the same
+// accumulators); elsewhere it is multiply().
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
-__device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
-                                         const BLoad& b_load = {}) {
+__device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
+                                               const BLoad& b_load = {}) {
   if (acc.rank >= workers) return;
-  if (wgmma_runs<ALoad, BLoad>(sa, sb)) {  // every tile's wgmma in flight before one wait
+  if (wgmma_runs<ALoad, BLoad>(sa, sb)) {  // every tile's wgmma in flight as one group
 #pragma unroll
     for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
     wgmma_begin();
 #pragma unroll
     for (int p = 0; p < passes; ++p)
       if (has_tile(acc, p)) wgmma_issue(acc.tile[p], tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb);
-    wgmma_end();
+    wgmma_commit();
 #pragma unroll
     for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
     return;
@@ -594,6 +605,26 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
 #pragma unroll
   for (int p = 0; p < passes; ++p)
     if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+}
+
+// Wait until at most Pending of this thread's latest multiply_async calls still run: the
+// products of the others are in acc, and their A and B may be overwritten (after a barrier, for
+// other threads' writes). Synchronizes nothing else.
+template <int Pending = 0>
+__device__ __forceinline__ void multiply_wait(accumulator& acc) {
+  if (acc.rank >= workers) return;
+  wgmma_wait<Pending>();
+#pragma unroll
+  for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+}
+
+// acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb); returns with the
+// products in acc.
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
+__device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
+                                         const BLoad& b_load = {}) {
+  multiply_async(sa, sb, acc, a_load, b_load);
+  multiply_wait<0>(acc);
 }
 
 // acc = c_load(C) for the values inside m x n (zero for the rest).

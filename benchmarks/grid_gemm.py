@@ -1,0 +1,141 @@
+"""The grid-level GEMM (Grid()) against torch.matmul (cuBLAS) in one run, on PyTorch tensors of
+random data, after warm-up, timed with CUDA events (median of --repeats): issue 20's cases
+(float16/bfloat16 4096^3 and 8192^3, odd sizes, float32 and float64 4096^3), the fused
+gelu(a @ b + bias) against torch's three kernels, and sweeps of Stages and Tile on 4096^3.
+Every blasdx result is checked against torch (float64 for the odd sizes) before it is timed.
+
+    python3 benchmarks/grid_gemm.py [--repeats 20] [--quick] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import blasdx
+from blasdx import SM, Arrangement, BlockDim, Grid, Precision, Size, Stages, Tile
+
+RCR = Arrangement("row_major", "col_major", "row_major")
+
+
+def timed(fn, repeats: int) -> float:
+    """Median milliseconds of fn() over ``repeats`` runs after three warm-ups."""
+    import torch
+
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def operands(m: int, n: int, k: int, dtype, out_dtype):
+    import torch
+
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    b = torch.randn(n, k, device="cuda").to(dtype).t()  # (k, n), column-major
+    c = torch.empty(m, n, device="cuda", dtype=out_dtype)
+    return a, b, c
+
+
+def check(c, ref, what: str, bound: float) -> None:
+    err = float((c.double() - ref.double()).norm() / ref.double().norm())
+    if not err <= bound:
+        raise AssertionError(f"{what}: relative error {err:.3g} > {bound}")
+
+
+def gemm_case(m, n, k, prec, repeats, extra=()):
+    import torch
+
+    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
+    a_t, c_t = dtypes[prec[0]], dtypes[prec[2]]
+    desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Grid()
+    for op in extra:
+        desc = desc + op
+    a, b, c = operands(m, n, k, a_t, c_t)
+    desc.execute(a, b, c)
+    ref = torch.matmul(a.double(), b.double()) if a_t == torch.float64 or m * n * k <= 2**33 else torch.matmul(a, b)
+    check(c, ref, repr(desc), 1e-2 if a_t in (torch.float16, torch.bfloat16) else 1e-4)
+    blasdx_ms = timed(lambda: desc.execute(a, b, c), repeats)
+    out = torch.empty(m, n, device="cuda", dtype=a_t)
+    torch_ms = timed(lambda: torch.matmul(a, b, out=out), repeats)
+    flops = 2 * m * n * k
+    return {"case": f"{m}x{n}x{k} {'->'.join(dict.fromkeys(prec))}" + "".join(f" {op!r}" for op in extra),
+            "tile": "x".join(map(str, desc.tile)), "stages": desc.stages,
+            "blasdx_TFLOPs": flops / blasdx_ms / 1e9, "torch_TFLOPs": flops / torch_ms / 1e9,
+            "ratio": torch_ms / blasdx_ms}
+
+
+def fused_case(m, n, k, repeats):
+    import torch
+
+    desc = Size(m, n, k) + Precision("float16") + RCR + SM(900) + Grid()
+    a, b, c = operands(m, n, k, torch.float16, torch.float16)
+    bias = torch.randn(n, device="cuda", dtype=torch.float16)
+    desc.execute(a, b, c, bias=bias, epilogue="gelu")
+    ref = torch.nn.functional.gelu(torch.matmul(a.float(), b.float()) + bias.float())
+    check(c, ref, f"fused {desc!r}", 1e-2)
+    blasdx_ms = timed(lambda: desc.execute(a, b, c, bias=bias, epilogue="gelu"), repeats)
+    torch_ms = timed(lambda: torch.nn.functional.gelu(a @ b + bias), repeats)
+    plain_ms = timed(lambda: desc.execute(a, b, c), repeats)
+    return {"case": f"gelu(a @ b + bias) {m}x{n}x{k} f16", "blasdx_ms": blasdx_ms, "torch_ms": torch_ms,
+            "blasdx_plain_ms": plain_ms, "ratio": torch_ms / blasdx_ms}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="issue 20's main cases only")
+    parser.add_argument("--sweep-only", action="store_true", help="the Stages and Tile sweep on 4096^3 only")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 is float32 on both sides
+    r = args.repeats
+    rows = []
+    f16f32, bf16f32, f16 = ("float16", "float16", "float32"), ("bfloat16", "bfloat16", "float32"), ("float16",) * 3
+    cases = [(4096, 4096, 4096, f16f32), (8192, 8192, 8192, f16f32), (4096, 4096, 4096, bf16f32),
+             (8192, 8192, 8192, bf16f32), (4096, 4096, 4096, f16), (4000, 3000, 1000, f16), (1000, 1000, 4096, f16),
+             (4096, 4096, 4096, ("float32",) * 3), (4096, 4096, 4096, ("float64",) * 3)]
+    if not args.quick:
+        cases += [(2048, 2048, 2048, f16), (1024, 1024, 1024, f16), (8191, 8191, 127, f16), (127, 8191, 8191, f16),
+                  (3001, 2999, 997, bf16f32), (16384, 256, 4096, f16)]
+    for m, n, k, prec in [] if args.sweep_only else cases:
+        rows.append(gemm_case(m, n, k, prec, r))
+        print(json.dumps(rows[-1]), flush=True)
+    for m, n, k in [] if args.sweep_only else [(4096, 4096, 4096), (4000, 3000, 1000)]:
+        rows.append(fused_case(m, n, k, r))
+        print(json.dumps(rows[-1]), flush=True)
+    if not args.quick or args.sweep_only:
+        for extra in [(Stages(2),), (Stages(3),), (Stages(5),), (Tile(128, 256, 64), Stages(3)),
+                      (Tile(256, 128, 64), Stages(3)), (Tile(128, 128, 32), Stages(6)),
+                      (Tile(256, 128, 64), BlockDim(512), Stages(4)), (Tile(128, 256, 64), BlockDim(512), Stages(4)),
+                      (Tile(256, 128, 64), BlockDim(512), Stages(3)), (Tile(256, 128, 32), BlockDim(512), Stages(6)),
+                      (Tile(128, 128, 64), BlockDim(512), Stages(4)), (Tile(256, 256, 32), BlockDim(512), Stages(4))]:
+            rows.append(gemm_case(4096, 4096, 4096, f16f32, r, extra))
+            print(json.dumps(rows[-1]), flush=True)
+    name = torch.cuda.get_device_name()
+    print(f"\nSUMMARY {name}, blasdx {blasdx.__version__}: grid-level GEMM vs torch.matmul (TFLOP/s, ratio = torch time / "
+          f"blasdx time)")
+    for row in rows:
+        if "blasdx_TFLOPs" in row:
+            print(f"{row['case']:<48} tile {row['tile']:<10} s{row['stages']}  blasdx {row['blasdx_TFLOPs']:7.1f}  "
+                  f"torch {row['torch_TFLOPs']:7.1f}  {row['ratio']:.2f}x")
+        else:
+            print(f"{row['case']:<48} blasdx {row['blasdx_ms']:.3f} ms (plain {row['blasdx_plain_ms']:.3f})  torch "
+                  f"{row['torch_ms']:.3f} ms  {row['ratio']:.2f}x")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": name, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The grid-level GEMM (``Grid()``): a problem of any size over many blocks.
+
+Each block computes tiles of C, one after another: for a tile, a pipelined K loop copies
+``stages - 1`` K tiles of A and B ahead (cp.async) while the block GEMM of the tile
+(``tile``, planned from the descriptor's ``tile_descriptor`` like any Block() descriptor)
+multiplies the current one into register accumulators; the epilogue (alpha, beta, hooks,
+bias) then writes the tile from registers. The grid is persistent: as many blocks as the
+GPU runs at once, walking the (batch item, tile) pairs in an L2-friendly order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, replace
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
+
+from ..arch import shared_memory_limit
+from ..describe.precision import short_code
+from ..errors import UnsupportedError
+from .block import GemmPlan, MatrixPlan, _matrix, _vector_bytes, make_plan
+from .kernel import shared_layout
+
+if TYPE_CHECKING:
+    from ..describe.descriptor import Descriptor
+
+# Stages the planner suggests at most: 4 x 32 KiB of 128x128x64 float16 tiles leave room
+# for one block of 256 threads per SM (benchmarks/grid_gemm.py measures 2 to 5).
+MAX_SUGGESTED_STAGES = 4
+# Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
+# running at once share rows of A and columns of B in L2.
+GROUP_M = 8
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """Everything the grid kernel prints, decided once from a Grid() descriptor."""
+
+    sm: int
+    m: int
+    n: int
+    k: int
+    is_complex: bool
+    # The whole matrices in global memory, as execute() checks its arrays against them.
+    a: MatrixPlan
+    b: MatrixPlan
+    c: MatrixPlan
+    # One block's GEMM of a tile: A and B in shared memory at padded (or swizzled) layouts,
+    # one stage of shared_memory_size bytes; C stays in registers.
+    tile: GemmPlan
+    stages: int  # K tiles in flight per block
+    group_m: int  # tile rows per group of the tile order
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.tile, self.m, self.n, self.k, self.a, self.b, self.c, self.stages, self.group_m))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @property
+    def scalar_precision(self) -> str:
+        return self.tile.scalar_precision
+
+    @property
+    def scalar_type(self) -> str:
+        return self.tile.scalar_type
+
+    @property
+    def block_dim(self) -> tuple[int, int, int]:
+        return self.tile.block_dim
+
+    @property
+    def threads(self) -> int:
+        return self.tile.threads
+
+    @property
+    def tiles_m(self) -> int:
+        return -(-self.m // self.tile.m)
+
+    @property
+    def tiles_n(self) -> int:
+        return -(-self.n // self.tile.n)
+
+    @property
+    def tiles(self) -> int:
+        """Tiles of C per batch item."""
+        return self.tiles_m * self.tiles_n
+
+    @property
+    def k_tiles(self) -> int:
+        """Steps of each tile's K loop."""
+        return -(-self.k // self.tile.k)
+
+    @property
+    def kernel_shared_memory_size(self) -> int:
+        return self.stages * self.tile.shared_memory_size
+
+    @property
+    def digest(self) -> str:
+        fields = asdict(self)
+        return hashlib.sha256(repr(fields).encode()).hexdigest()[:8]
+
+    @property
+    def kernel_name(self) -> str:
+        codes = "".join(short_code(getattr(self, x).precision) for x in "abc")
+        arr = "".join(getattr(self, x).layout[0] for x in "abc")
+        kind = "c" if self.is_complex else ""
+        t = self.tile
+        return (f"blasdx_grid_sm{self.sm}_{kind}{codes}_{self.m}x{self.n}x{self.k}_{arr}_tile{t.m}x{t.n}x{t.k}"
+                f"_s{self.stages}_t{self.threads}_{self.digest}")
+
+
+def suggested_stages(stage_bytes: int, k_tiles: int, sm: int) -> int:
+    """MAX_SUGGESTED_STAGES, fewer where the K loop is shorter or shared memory smaller; at least 2."""
+    return max(2, min(MAX_SUGGESTED_STAGES, k_tiles, shared_memory_limit(sm) // stage_bytes))
+
+
+def make_grid_plan(desc: Descriptor) -> GridPlan:
+    """The grid kernel's plan of an executable Grid() descriptor."""
+    tile_desc = desc.tile_descriptor
+    block = make_plan(tile_desc)
+    limit = shared_memory_limit(desc.sm)
+    mats, stage_bytes = shared_layout(block, True, True)
+    if 2 * stage_bytes > limit:  # unpadded, where padding costs the second stage
+        mats, stage_bytes = shared_layout(block, False, True)
+    tile = replace(block, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=stage_bytes, pipeline_stages=1)
+    k_tiles = -(-desc.size.k // block.k)
+    given = desc.operator_map.get("Stages")
+    stages = given.value if given is not None else suggested_stages(stage_bytes, k_tiles, desc.sm)  # type: ignore[attr-defined]
+    if stages * stage_bytes > limit:
+        fitting = limit // stage_bytes
+        fix = f"use Stages({fitting})" if fitting >= 2 else "use a smaller Tile"
+        raise UnsupportedError(
+            f"{stages} stages of the {block.m}x{block.n}x{block.k} tile take {stages} x {stage_bytes} bytes of shared "
+            f"memory, over SM {desc.sm}'s limit of {limit} bytes per block; {fix}")
+    problem = {x: _matrix(desc, x, 0, 0) for x in "abc"}
+    return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
+                    a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M)
+
+
+@lru_cache(maxsize=1024)
+def grid_with_alignment(plan: GridPlan, alignment: tuple[int, int, int]) -> GridPlan:
+    """The plan with the tile's copies of A and B as wide as the data allow: ``alignment`` is
+    each array's (pointer and batch stride); a tile starts a whole number of leading
+    dimensions and tile widths further on, so the leading dimension's bytes bound it too."""
+    tile = plan.tile
+    mats = {}
+    for x, whole, align in zip((tile.a, tile.b), (plan.a, plan.b), alignment):
+        ld_bytes = whole.ld * whole.element_size
+        align = max(whole.alignment, min(16, align, ld_bytes & -ld_bytes))
+        vec = _vector_bytes(align, x.inner * x.element_size, ld_bytes)
+        mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
+    if mats["a"] == tile.a and mats["b"] == tile.b:
+        return plan
+    return replace(plan, tile=replace(tile, a=mats["a"], b=mats["b"]))

@@ -1,0 +1,162 @@
+"""The grid-level GEMM (Grid()) on a GPU: every precision family, every arrangement, sizes
+from 1 to thousands (primes, tall and skinny, K loops of one to hundreds of tiles, edges on
+every side), batches, hooks and a bias at their global coordinates, Tile/Stages/BlockDim
+set by hand, PyTorch tensors, and a user kernel built on the Grid() descriptor's
+device_source(). Outputs are NaN-poisoned first and checked against float64 (TESTING.md)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from blasdx import (
+    SM,
+    Arrangement,
+    BlockDim,
+    Grid,
+    InstructionFamily,
+    LeadingDimension,
+    Precision,
+    Size,
+    Stages,
+    Tile,
+    Type,
+    compile_kernel,
+)
+
+from .gpu_support import Operand, relative_error, run_and_check
+
+pytestmark = pytest.mark.gpu
+
+LAYOUT = {"r": "row_major", "c": "col_major"}
+
+
+def grid(prec, arr, size, sm=900, complex_=False, *extra):
+    desc = Size(*size) + Precision(*prec) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(sm) + Grid()
+    for op in extra:
+        desc = desc + op
+    return desc + Type("complex") if complex_ else desc
+
+
+FAMILIES = [  # precisions, complex
+    (("float16", "float16", "float32"), False),
+    (("float16",) * 3, False),
+    (("bfloat16", "bfloat16", "float32"), False),
+    (("tfloat32", "tfloat32", "float32"), False),
+    (("float32",) * 3, False),
+    (("float64",) * 3, False),
+    (("int8", "int8", "int32"), False),
+    (("float8_e4m3", "float8_e5m2", "float32"), False),
+    (("float32",) * 3, True),
+    (("float64",) * 3, True),
+    (("float16",) * 3, True),
+]
+FAMILY_IDS = ["f16f32", "f16", "bf16f32", "tf32", "f32", "f64", "i8", "fp8", "cf32", "cf64", "cf16"]
+
+
+@pytest.mark.parametrize("size", [(1, 1, 1), (5, 7, 3), (127, 131, 137), (257, 129, 300)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("family", FAMILIES, ids=FAMILY_IDS)
+def test_every_precision_family_at_odd_sizes(family, size):
+    prec, complex_ = family
+    run_and_check(grid(prec, "rcr", size, 900, complex_), np.random.default_rng(1), batch=None, alpha=2, beta=-1)
+
+
+@pytest.mark.parametrize("arr", ["".join(x) for x in itertools.product("rc", repeat=3)])
+@pytest.mark.parametrize("prec", [("float16", "float16", "float32"), ("bfloat16",) * 3, ("float64",) * 3,
+                                  ("float32",) * 3, ("int8", "int8", "int32")], ids=["f16f32", "bf16", "f64", "f32", "i8"])
+def test_every_arrangement(prec, arr):
+    run_and_check(grid(prec, arr, (200, 136, 150)), np.random.default_rng(2), batch=None, alpha=2, beta=-1)
+
+
+@pytest.mark.parametrize("size", [(4000, 3000, 1000), (1000, 1000, 4096), (8191, 16, 64), (16, 8191, 64),
+                                  (64, 64, 8192), (1, 4096, 4096), (2053, 1031, 1)], ids=lambda s: "x".join(map(str, s)))
+def test_large_and_skinny_problems(size):
+    run_and_check(grid(("float16", "float16", "float32"), "rcr", size), np.random.default_rng(3), batch=None)
+
+
+@pytest.mark.parametrize("sm", [800, 900])
+def test_batched(sm):
+    run_and_check(grid(("float16", "float16", "float32"), "rrr", (130, 70, 90), sm), np.random.default_rng(4),
+                  batch=3, alpha=1, beta=1)
+
+
+@pytest.mark.parametrize("extra", [
+    (Tile(64, 64, 32), Stages(3)),
+    (Tile(64, 128, 64), Stages(2)),
+    (Tile(128, 256, 64), Stages(3)),
+    (Tile(192, 64, 16), Stages(5), BlockDim(384)),
+    (InstructionFamily("mma"),),
+    (Tile(32, 32, 16), BlockDim(64)),
+], ids=["64x64x32s3", "64x128x64s2", "128x256x64s3", "192x64x16s5t384", "mma", "32x32x16t64"])
+def test_tile_stages_and_threads_set_by_hand(extra):
+    desc = grid(("float16", "float16", "float32"), "rcr", (300, 500, 700), 900, False, *extra)
+    run_and_check(desc, np.random.default_rng(5), batch=2, alpha=1, beta=0)
+
+
+def test_leading_dimensions_past_the_matrices():
+    desc = grid(("float16", "float16", "float32"), "rcr", (100, 120, 140), 900, False, LeadingDimension(150, 144, 136))
+    run_and_check(desc, np.random.default_rng(6), batch=2, lds={"a": 150, "b": 144, "c": 136})
+
+
+@pytest.mark.parametrize("bias_shape", ["row", "column", "matrix"])
+def test_hooks_and_bias_at_global_coordinates(bias_shape):
+    import cupy
+
+    m, n, k = 300, 260, 200
+    desc = grid(("float16", "float16", "float32"), "rcr", (m, n, k))
+    rng = np.random.default_rng(7)
+    a, b, c = (Operand(desc, x, 2, None, rng) for x in "abc")
+    shape = {"row": (n,), "column": (m, 1), "matrix": (2, m, n)}[bias_shape]
+    bias = rng.standard_normal(shape).astype(np.float32)
+    desc.execute(a.array, b.array, c.array, 2, -1, bias=cupy.asarray(bias), epilogue="gelu", prologue="negate")
+    x = 2 * np.matmul(-a.values, -b.values) - c.values + bias
+    from math import erf
+
+    ref = 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
+    assert relative_error(c.result(), ref) < 2e-3
+
+
+def test_torch_tensors():
+    torch = pytest.importorskip("torch")
+    desc = grid(("bfloat16", "bfloat16", "float32"), "rcr", (1000, 700, 500))
+    a = torch.randn(1000, 500, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(700, 500, device="cuda", dtype=torch.bfloat16).t()  # col-major (k, n)
+    c = torch.full((1000, 700), float("nan"), device="cuda")
+    desc.execute(a, b, c)
+    ref = a.double() @ b.double()
+    assert float((c.double() - ref).norm() / ref.norm()) < 1e-2
+
+
+def test_a_user_kernel_on_the_device_source():
+    """A user kernel of the Grid() descriptor's device_source(): its own tile loop (tiles in
+    reverse order) and its own epilogue (each output squared, at global coordinates)."""
+    import cupy
+
+    m, n, k = 333, 250, 190
+    desc = grid(("float16", "float16", "float32"), "rcr", (m, n, k))
+    source = desc.device_source("g") + r"""
+extern "C" __global__ void squares(const g::a_t* a, const g::b_t* b, float* c) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  for (int t = g::block_tiles - 1 - blockIdx.x; t >= 0; t -= gridDim.x) {
+    int row0, col0;
+    g::block_tile_origin(t, row0, col0);
+    g::accumulator acc = g::make_accumulator();
+    g::mainloop(a, b, row0, col0, smem, acc);
+    for (int i = 0; i < g::accumulator::size; ++i) {
+      const int r = row0 + acc.row(i), col = col0 + acc.col(i);
+      if (acc.in_bounds(i) && r < g::problem_m && col < g::problem_n) c[g::c_global(r, col)] = acc[i] * acc[i];
+    }
+  }
+}
+"""
+    kernel = compile_kernel(source, "squares")
+    rng = np.random.default_rng(8)
+    a, b, c = (Operand(desc, x, None, None, rng) for x in "abc")
+    c.poison_all()
+    kernel((7,), desc.block_dim, (a.array, b.array, c.array), shared_mem=desc.shared_memory_size)
+    cupy.cuda.runtime.deviceSynchronize()
+    ref = np.matmul(a.values, b.values) ** 2
+    assert relative_error(c.result(), ref) < 2e-3

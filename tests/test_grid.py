@@ -1,0 +1,216 @@
+"""The grid-level GEMM (Grid(), Tile, Stages) without a GPU: operators and their rules, the
+suggested tile, threads and stages, explain(), NVRTC compiles of the grid kernel for every
+precision family and the SMs the installed NVRTC targets, with hooks and a bias, and a
+user kernel built on a Grid() descriptor's device_source()."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import blasdx
+from blasdx import (
+    SM,
+    Arrangement,
+    Block,
+    BlockDim,
+    DescriptorError,
+    Grid,
+    IncompleteDescriptorError,
+    InstructionFamily,
+    LeadingDimension,
+    Precision,
+    Size,
+    Stages,
+    Tile,
+    Type,
+    UnsupportedError,
+    compile_kernel,
+)
+from blasdx.compiler import supported_archs
+
+RCR = Arrangement("row_major", "col_major", "row_major")
+F16F32 = Precision("float16", "float16", "float32")
+
+
+def grid(*ops, size=(4096, 4096, 4096), sm=900):
+    desc = Size(*size) + F16F32 + RCR + SM(sm) + Grid()
+    for op in ops:
+        desc = desc + op
+    return desc
+
+
+# --- operators and rules --------------------------------------------------------------------
+
+def test_operators_read_back_as_code():
+    for op in (Grid(), Tile(128, 64, 32), Stages(3)):
+        assert eval(repr(op), vars(blasdx)) == op
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: Tile(0, 64, 32), "m must be >= 1"),
+    (lambda: Tile(64, 64), "Tile.k is required"),
+    (lambda: Stages(1), "between 2 and 8"),
+    (lambda: Stages(9), "between 2 and 8"),
+    (lambda: Stages(2.0), "must be an int"),
+])
+def test_bad_operator_values(make, match):
+    with pytest.raises(DescriptorError, match=match):
+        make()
+
+
+def test_block_and_grid_together_are_refused_in_any_order():
+    for desc in (lambda: Size(8, 8, 8) + Block() + Grid(), lambda: Grid() + Size(8, 8, 8) + Block()):
+        with pytest.raises(DescriptorError, match=r"Block\(\) and Grid\(\) are two ways to run"):
+            desc()
+
+
+@pytest.mark.parametrize("op", [Tile(64, 64, 32), Stages(3)])
+def test_tile_and_stages_need_grid(op):
+    desc = Size(64, 64, 64) + SM(900) + Block() + op  # composing is order-free: checked when used
+    with pytest.raises(DescriptorError, match=r"add Grid\(\)"):
+        desc.plan  # noqa: B018
+
+
+def test_sizes_past_32_bit_indices_are_refused():
+    with pytest.raises(UnsupportedError, match=r"m = 2147483648 is 2\*\*31 or more"):
+        Size(2**31, 8, 8) + Grid()
+
+
+def test_packed_precisions_are_refused():
+    with pytest.raises(UnsupportedError, match="packed int4 or binary"):
+        Size(64, 64, 256) + Precision("int4", "int4", "int32") + Grid()
+
+
+def test_stages_past_shared_memory_name_the_fitting_count():
+    with pytest.raises(UnsupportedError, match=r"over SM 900's limit.*use Stages\(4\)"):
+        grid(Stages(8)).plan  # noqa: B018
+
+
+def test_a_tile_past_shared_memory_names_the_fix():
+    with pytest.raises(UnsupportedError, match="use a smaller Tile"):
+        grid(Tile(1024, 512, 64)).plan  # noqa: B018
+
+
+def test_a_bad_tile_is_reported_as_the_tile():
+    with pytest.raises(DescriptorError, match=r"the block tile Tile\(64, 64, 16\) of this Grid\(\) descriptor"):
+        grid(Tile(64, 64, 16), InstructionFamily("wgmma"), BlockDim(96)).plan  # noqa: B018
+
+
+def test_execution_needs_block_or_grid():
+    with pytest.raises(IncompleteDescriptorError, match=r"the Block operator .* or the Grid operator"):
+        (Size(64, 64, 64) + SM(900)).plan  # noqa: B018
+
+
+def test_grid_traits_on_a_block_descriptor_say_so():
+    with pytest.raises(DescriptorError, match=r"belongs to grid-level GEMMs; add Grid\(\)"):
+        (Size(64, 64, 64) + SM(900) + Block()).tile  # noqa: B018
+
+
+# --- what the planner suggests ----------------------------------------------------------------
+
+@pytest.mark.parametrize("prec,complex_,sm,tile,threads", [
+    (("float16", "float16", "float32"), False, 900, (256, 128, 64), 512),
+    (("bfloat16",) * 3, False, 900, (256, 128, 64), 512),
+    (("float16", "float16", "float32"), False, 800, (128, 128, 32), 256),
+    (("tfloat32", "tfloat32", "float32"), False, 800, (128, 128, 16), 256),
+    (("int8", "int8", "int32"), False, 800, (128, 128, 64), 256),
+    (("float64",) * 3, False, 900, (64, 64, 16), 128),
+    (("float32",) * 3, False, 900, (128, 64, 16), 256),
+    (("float32",) * 3, True, 900, (64, 64, 8), 256),
+])
+def test_suggested_tile_and_threads(prec, complex_, sm, tile, threads):
+    desc = Size(4096, 4096, 4096) + Precision(*prec) + RCR + SM(sm) + Grid()
+    if complex_:
+        desc = desc + Type("complex")
+    assert tuple(desc.tile) == tuple(desc.suggested_tile) == tile
+    assert desc.block_dim.x == threads
+    assert desc.shared_memory_size == desc.stages * desc.plan.tile.shared_memory_size <= 232448
+
+
+def test_the_tile_shrinks_to_small_problems():
+    assert tuple(grid(size=(5, 7, 3)).tile) == (64, 16, 16)  # wgmma: m to 64, n and k to 16
+    assert tuple(grid(size=(5, 7, 3), sm=800).tile) == (16, 16, 16)
+    assert tuple(grid(size=(100, 3000, 40)).tile) == (128, 128, 48)
+
+
+def test_settable_tile_stages_and_threads():
+    desc = grid(Tile(128, 64, 32), Stages(3), BlockDim(128))
+    assert tuple(desc.tile) == (128, 64, 32) and desc.stages == 3 and desc.block_dim.x == 128
+    assert tuple(desc.suggested_tile) == (256, 128, 64)
+    assert desc.tile_descriptor == Size(128, 64, 32) + F16F32 + RCR + SM(900) + Block() + BlockDim(128)
+
+
+def test_leading_dimensions_describe_the_whole_matrices():
+    desc = grid(LeadingDimension(4100, 4104, 4108))
+    assert (desc.plan.a.ld, desc.plan.b.ld, desc.plan.c.ld) == (4100, 4104, 4108)
+    assert "LeadingDimension" not in desc.tile_descriptor.operator_map
+
+
+def test_suggested_stages_fill_shared_memory_up_to_four_and_follow_the_k_loop():
+    assert grid().stages == 4
+    assert grid(size=(4096, 4096, 64)).stages == 2  # one K tile: nothing more to keep in flight
+    assert grid(size=(4096, 4096, 192)).stages == 3
+
+
+def test_descriptors_pickle():
+    desc = grid(Tile(128, 64, 32))
+    assert pickle.loads(pickle.dumps(desc)) == desc
+
+
+def test_explain_names_tiles_loop_order_and_instruction():
+    text = grid(size=(4000, 3000, 1000)).explain()
+    for part in ("16x24 = 384 tiles of 256x128", "Tile(256, 128, 64), suggested", "16 steps of 64 per tile",
+                 "4 stages (suggested)", "4 x 49152 = 196608 bytes", "512 threads each (suggested)",
+                 "groups of 8 tile rows", "instruction: wgmma_f16", "wgmma conditions:", "warpgroup tiling: 4 warpgroups"):
+        assert part in text, part
+    assert "cp.async copies the next 2 K tiles" in grid(Stages(3), InstructionFamily("mma")).explain()
+
+
+# --- compiles ---------------------------------------------------------------------------------
+
+FAMILIES = [  # precisions, complex, SM
+    (("float16", "float16", "float32"), False, 900),
+    (("bfloat16",) * 3, False, 900),
+    (("float16",) * 3, False, 750),
+    (("tfloat32", "tfloat32", "float32"), False, 800),
+    (("float32",) * 3, False, 800),
+    (("float64",) * 3, False, 800),
+    (("int8", "int8", "int32"), False, 800),
+    (("float8_e4m3", "float8_e4m3", "float32"), False, 890),
+    (("float32",) * 3, True, 800),
+    (("float16",) * 3, True, 750),
+]
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f"{'c' if f[1] else ''}{f[0][0]}-{f[0][2]}_sm{f[2]}")
+def test_the_grid_kernel_compiles(family):
+    prec, complex_, sm = family
+    desc = Size(1000, 600, 333) + Precision(*prec) + RCR + SM(sm) + Grid()
+    if complex_:
+        desc = desc + Type("complex")
+    arch = max(a for a in supported_archs() if a <= 900)
+    assert desc.compile(arch=arch).cubin[:4] == b"\x7fELF"
+    hooks = dict(epilogue="negate", prologue="negate") if complex_ else dict(epilogue="relu", c_load="negate")
+    assert desc.compile(arch=arch, bias=True, **hooks).cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.compile
+def test_a_user_kernel_on_the_device_source_compiles():
+    source = grid(size=(333, 250, 190)).device_source("g") + r"""
+extern "C" __global__ void tiles(const g::a_t* a, const g::b_t* b, g::c_t* c) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  for (int t = blockIdx.x; t < g::block_tiles; t += gridDim.x) {
+    int row0, col0;
+    g::block_tile_origin(t, row0, col0);
+    g::accumulator acc = g::make_accumulator();
+    g::mainloop(a, b, row0, col0, smem, acc);
+    g::store_block_tile(acc, c, row0, col0, 1.0f, 0.0f);
+  }
+}
+"""
+    assert "mainloop" in source and "problem_lda" in source
+    kernel = compile_kernel(source, "tiles", sm=900)
+    assert kernel.cubin[:4] == b"\x7fELF"
