@@ -30,7 +30,12 @@ SHAPES = [  # m, n, k, A/B precision, C precision, arrangement
     (128, 64, 128, "bfloat16", "float32", "rcr"), (64, 8, 64, "float16", "float32", "rcr"),
     (64, 48, 32, "float16", "float16", "ccc"), (320, 64, 32, "float16", "float32", "rrr"),
     (128, 128, 128, "float16", "float32", "rcr"), (64, 64, 256, "bfloat16", "float32", "rrr"),
+    # The K-major forms (row-major A, column-major B), demanded so that other arrangements fail loudly:
+    (64, 64, 64, "tfloat32", "float32", "rcr"), (128, 128, 64, "tfloat32", "float32", "rcr"),
+    (128, 128, 128, "float8_e4m3", "float32", "rcr"), (128, 256, 128, "float8_e4m3", "float32", "rcr"),
+    (128, 128, 128, "int8", "int32", "rcr"), (64, 64, 128, "int8", "int32", "rcr"),
 ]
+ON_DEMAND = ("tfloat32", "float8_e4m3", "float8_e5m2", "int8")
 
 REPEAT = r"""
 extern "C" __global__ void __launch_bounds__(gemm::threads) repeat_reg(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
@@ -46,26 +51,31 @@ extern "C" __global__ void __launch_bounds__(gemm::threads) repeat_reg(const gem
 
 
 def random(shape, precision: str):
-    """Values in [-1, 1) stored as ``precision`` (bfloat16 as its raw 16 bits)."""
+    """Values in [-1, 1) stored as ``precision`` (bfloat16 as its raw 16 bits, float8 as small
+    values' raw bytes, int8 in [-8, 8), tfloat32 as float32)."""
+    if precision == "int8":
+        return cp.random.randint(-8, 8, shape).astype(cp.int8)
+    if precision.startswith("float8"):
+        return cp.random.randint(0x20, 0x40, shape).astype(cp.uint8)  # |x| < 1, never NaN
     x = cp.random.uniform(-1, 1, shape, dtype=cp.float32)
     if precision == "bfloat16":
         return (x.view(cp.uint32) >> 16).astype(cp.uint16)
-    return x.astype(precision)
+    return x if precision == "tfloat32" else x.astype(precision)
 
 
 def block_tflops(desc, grid: int) -> float:
     m, n, k = desc.size
     kernel = blasdx.compile_kernel(desc.device_source("gemm") + REPEAT, "repeat_reg")
     a, b = random(m * k, desc.precision.a), random(k * n, desc.precision.b)
-    c = cp.zeros(m * n, dtype=cp.float32 if desc.precision.c == "float32" else cp.uint16)
+    c = cp.zeros(m * n, dtype={"float32": cp.float32, "int32": cp.int32}.get(desc.precision.c, cp.uint16))
     ms = time_ms(lambda: kernel((grid,), tuple(desc.block_dim), (a, b, c, np.int32(REPS)),
                               shared_mem=desc.shared_memory_size))
     return 2 * m * n * k * REPS * grid / ms / 1e9, kernel.registers
 
 
 def batched_gbps(desc) -> float:
-    if desc.precision.a == "bfloat16":
-        return float("nan")  # CuPy has no bfloat16 arrays for execute(); the block GEMM is measured
+    if desc.precision.a not in ("float16", "float32"):
+        return float("nan")  # the block GEMM is measured (bfloat16, float8, int8: raw arrays would need views)
     m, n, k = desc.size
     sizes = {x: 2 if getattr(desc.precision, x) != "float32" else 4 for x in "abc"}
     per = m * k * sizes["a"] + k * n * sizes["b"] + 2 * m * n * sizes["c"]
@@ -85,18 +95,23 @@ def batched_gbps(desc) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
+    parser.add_argument("--only", default=None, help="the shapes whose A/B precision is this")
     args = parser.parse_args()
     props = cp.cuda.runtime.getDeviceProperties(0)
     grid = props["multiProcessorCount"] * 16
     rows = []
     for m, n, k, ab, c, arr in SHAPES:
+        if args.only and ab != args.only:
+            continue
         base = Size(m, n, k) + Precision(ab, ab, c) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(900)
+        if ab in ON_DEMAND:
+            base = base + InstructionFamily("wgmma")
         chosen = base + Block()
         row = {"case": f"{m}x{n}x{k} {ab}->{c} {arr}", "instruction": chosen.instruction.name,
                "threads": chosen.block_dim[0]}
         row["reg_TFLOPs"], row["regs"] = block_tflops(chosen, grid)
         row["batched_GBps"] = batched_gbps(chosen)
-        mma = base + Block() + InstructionFamily("mma")
+        mma = base.replace(InstructionFamily("mma")) + Block()
         mma = mma + LeadingDimension(*mma.suggested_leading_dimension)  # padded against bank conflicts
         row["mma_threads"] = mma.block_dim[0]
         row["mma_reg_TFLOPs"], row["mma_regs"] = block_tflops(mma, grid)

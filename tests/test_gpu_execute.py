@@ -15,6 +15,7 @@ from blasdx import (
     Block,
     BlockDim,
     DeviceError,
+    InstructionFamily,
     LeadingDimension,
     PlanOverrides,
     Precision,
@@ -135,11 +136,13 @@ def test_tensor_core_c_in_registers(prec, size):
     """Row-major C of 8-byte elements skips shared memory on the tensor-core path: pairs of
     neighbouring outputs read into registers and written straight back (16 bytes); 30x30 and
     48x40 leave partial warp tiles; a padded C (ld n + 2) must keep its padding; beta = 0
-    never reads the poisoned C."""
+    never reads the poisoned C. mma.sync's path (wgmma, which 8-bit integers with row-major A
+    take on SM 900, stages C)."""
     from blasdx.plan import kernel_plan, with_alignment
 
     for a_layout in ("row_major", "col_major"):
-        desc = describe(prec, size=size, arrangement=(a_layout, "col_major", "row_major"))
+        desc = describe(prec, size=size, arrangement=(a_layout, "col_major", "row_major"),
+                        extra=(InstructionFamily("mma"),))
         assert kernel_plan(with_alignment(desc.plan, (16, 16, 16))).c_in_registers
         beta = 1 if prec[2].startswith(("int", "uint")) else 0.5
         run_and_check(desc, _rng(), batch=5, alpha=1 if beta == 1 else 1.5, beta=beta, seed=SEED)

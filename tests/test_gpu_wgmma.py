@@ -36,8 +36,7 @@ def _sm90():
 
 
 def _wgmma(prec, arr, size, threads=None):
-    """The descriptor, demanding wgmma (the tfloat32, float8 and int8 forms run on demand only
-    until these tests have passed on a GPU)."""
+    """The descriptor, demanding wgmma (so that a planner that stopped choosing it fails here)."""
     desc = _describe(prec, False, arr, size, 900, threads) + InstructionFamily("wgmma")
     assert desc.instruction.is_wgmma, desc.explain()
     return desc

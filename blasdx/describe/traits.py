@@ -208,9 +208,7 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
     )
     if wgmma is not None and not wgmma.reads_transposed:
         conditions += ((f"row-major A and column-major B: wgmma reads {prec['a']} and {prec['b']} K-major only "
-                        f"(here {arr['a']} A, {arr['b']} B)", arr["a"] == "row_major" and arr["b"] == "col_major"),
-                       (f"InstructionFamily('wgmma'): {wgmma.name} runs on demand only until its GPU tests have run "
-                        f"(they are written; no GPU was left to run them)", family is not None),)
+                        f"(here {arr['a']} A, {arr['b']} B)", arr["a"] == "row_major" and arr["b"] == "col_major"),)
     if m % 64 == 0 and threads % 128 == 0:  # the tiles exist: do their accumulators fit?
         conditions += ((f"a warpgroup tile of 64 x N (N a multiple of {step} dividing n, at most {WGMMA_MAX_N}) "
                         f"whose float accumulators fit {wgmma_accumulator_registers(threads)} registers a thread "
@@ -255,24 +253,33 @@ def is_grid_of(ops: Operators) -> bool:
     return "Grid" in ops
 
 
+# Tiles a problem should have before the suggested tile stops shrinking: half the 132 SMs of
+# an H100 (at one block per SM, a wave of tiles half the size costs about one of full ones).
+GRID_MIN_TILES = 66
+
+
 def suggested_tile_of(ops: Operators) -> Tile:
-    """The block tile a Grid() descriptor suggests: 256 x 128 where wgmma can run (with a
-    warpgroup per 64 rows: ``grid_tile_threads``; an H100 ran 4096^3 float16 at 421 TFLOP/s
-    so, against 363 with 128 x 128 tiles and 311-360 with other stages or threads,
-    benchmarks/grid_gemm.py), 128 x 128 where other tensor cores
+    """The block tile a Grid() descriptor suggests: 128 x 256 where wgmma can run (with a
+    warpgroup per 64 rows: ``grid_tile_threads``; an H100 ran 4096^3 float16 at 460 TFLOP/s
+    so, against 429 with 256 x 128 tiles, 362 with 128 x 128 and 297-416 with other stages or
+    threads, benchmarks/grid_gemm.py), 128 x 128 where other tensor cores
     take 8- to 32-bit values, 64 x 64 for float64 tensor cores and 64-bit or
     complex FMA, 128 x 64 for the other FMA GEMMs; k: rows of 128 bytes for wgmma (its widest
     swizzle), 64 bytes on mma.sync (16 of float64), 16 values of float32 FMA and 8 of the
     wider ones. Each side shrinks to the problem's, rounded up to the instruction's shape
-    (m to a multiple of 64 for wgmma, 16 otherwise)."""
+    (m to a multiple of 64 for wgmma, 16 otherwise), and the longer side halves (to 64 at
+    least) while the problem has fewer than GRID_MIN_TILES tiles."""
     size, sm = ops["Size"], ops["SM"].value  # type: ignore[attr-defined]
     prec = precision_of(ops)
     esize = element_sizes_of(ops)["a"]
     base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], is_complex_of(ops), sm)
     family = ops.get("InstructionFamily")
     wgmma = WGMMA_OF.get(base.name) if sm == WGMMA_SM and not (family is not None and family.value == "mma") else None  # type: ignore[attr-defined]
+    arr = arrangement_of(ops)
+    if wgmma is not None and not wgmma.reads_transposed and (arr["a"], arr["b"]) != ("row_major", "col_major"):
+        wgmma = None  # K-major only: mma.sync runs
     if wgmma is not None:
-        tile, m_step, k_step = (256, 128, 128 // esize), 64, wgmma.k
+        tile, m_step, k_step = (128, 256, 128 // esize), 64, wgmma.k
     elif base.is_mma:
         tile = (64, 64, 16) if esize == 8 else (128, 128, max(base.k, 64 // esize))
         m_step, k_step = 16, base.k
@@ -282,6 +289,12 @@ def suggested_tile_of(ops: Operators) -> Tile:
     m = min(tile[0], round_up(size.m, m_step))  # type: ignore[attr-defined]
     n = min(tile[1], round_up(size.n, 16))  # type: ignore[attr-defined]
     k = min(tile[2], round_up(size.k, k_step))  # type: ignore[attr-defined]
+    # Few tiles leave most SMs idle: halve the longer side (m on ties) down to 64.
+    while math.ceil(size.m / m) * math.ceil(size.n / n) < GRID_MIN_TILES and max(m, n) > 64:  # type: ignore[attr-defined]
+        if m >= n:
+            m //= 2
+        else:
+            n //= 2
     return Tile(m, n, k)
 
 
