@@ -209,7 +209,7 @@ def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: 
             per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                 function.ptr, block.threads, compiled.shared_memory_size)
             loaded = Kernel(compiled, int(device_id), function, module, sms * max(1, per_sm),
-                            block.tiles if isinstance(block, GridPlan) else 1)
+                            block if isinstance(block, GridPlan) else None)
             _loaded[key] = loaded
     return loaded
 

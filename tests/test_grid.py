@@ -111,14 +111,13 @@ def test_grid_traits_on_a_block_descriptor_say_so():
 # --- what the planner suggests ----------------------------------------------------------------
 
 @pytest.mark.parametrize("prec,complex_,sm,tile,threads", [
-    (("float16", "float16", "float32"), False, 900, (128, 256, 64), 256),
-    (("bfloat16",) * 3, False, 900, (128, 256, 64), 256),
+    (("float16", "float16", "float32"), False, 900, (256, 128, 64), 512),
+    (("bfloat16",) * 3, False, 900, (256, 128, 64), 512),
     (("float16", "float16", "float32"), False, 800, (128, 128, 32), 256),
     (("tfloat32", "tfloat32", "float32"), False, 800, (128, 128, 16), 256),
     (("int8", "int8", "int32"), False, 800, (128, 128, 64), 256),
-    (("int8", "int8", "int32"), False, 900, (128, 256, 128), 256),
-    (("tfloat32", "tfloat32", "float32"), False, 900, (128, 256, 32), 256),
-    (("float16", "float16", "float32"), False, 900, (128, 256, 64), 256),
+    (("int8", "int8", "int32"), False, 900, (256, 128, 128), 512),
+    (("tfloat32", "tfloat32", "float32"), False, 900, (256, 128, 32), 512),
     (("float64",) * 3, False, 900, (64, 64, 16), 128),
     (("float32",) * 3, False, 900, (128, 64, 16), 256),
     (("float32",) * 3, True, 900, (64, 64, 8), 256),
@@ -139,17 +138,27 @@ def test_the_tile_shrinks_to_small_problems():
 
 
 def test_the_tile_halves_until_the_problem_has_tiles_for_the_sms():
-    assert tuple(grid(size=(1000, 1000, 4096)).tile) == (64, 128, 64)  # 128 tiles, not 32 of 128x256
+    assert tuple(grid(size=(1000, 1000, 4096)).tile) == (64, 128, 64)  # 128 tiles, not 32 of 256x128
     assert grid(size=(1000, 1000, 4096)).block_dim.x == 128  # a warpgroup per 64 rows
     assert tuple(grid(size=(100, 3000, 40)).tile) == (64, 64, 48)  # 94 tiles
     assert tuple(grid(size=(64, 64, 8192)).tile) == (64, 64, 64)  # one tile: no smaller than 64
-    assert tuple(grid(size=(2048, 2048, 2048)).tile) == (128, 256, 64)  # 128 tiles already
+    assert tuple(grid(size=(2048, 2048, 2048)).tile) == (256, 128, 64)  # 128 tiles already
+
+
+def test_split_k_is_compiled_in_only_where_tiles_are_few():
+    few = grid(size=(256, 256, 16384))
+    assert few.plan.split_k and "combine_splits" in few.source
+    assert few.plan.splits(16, 132) == 9 and few.plan.splits(16 * 9, 132) == 1  # a batch of 9 fills the GPU
+    assert few.plan.workspace_bytes(16, 9) == 256 + 16 * 9 * few.plan.tile.accumulator_size * 128 * 4
+    many = grid()
+    assert not many.plan.split_k and "combine_splits" not in many.source and many.plan.splits(1, 132) == 1
+    assert not grid(size=(64, 64, 256)).plan.split_k  # a K loop too short to split
 
 
 def test_settable_tile_stages_and_threads():
     desc = grid(Tile(128, 64, 32), Stages(3), BlockDim(128))
     assert tuple(desc.tile) == (128, 64, 32) and desc.stages == 3 and desc.block_dim.x == 128
-    assert tuple(desc.suggested_tile) == (128, 256, 64)
+    assert tuple(desc.suggested_tile) == (256, 128, 64)
     assert desc.tile_descriptor == Size(128, 64, 32) + F16F32 + RCR + SM(900) + Block() + BlockDim(128)
 
 
@@ -172,9 +181,9 @@ def test_descriptors_pickle():
 
 def test_explain_names_tiles_loop_order_and_instruction():
     text = grid(size=(4000, 3000, 1000)).explain()
-    for part in ("32x12 = 384 tiles of 128x256", "Tile(128, 256, 64), suggested", "16 steps of 64 per tile",
-                 "4 stages (suggested)", "4 x 49152 = 196608 bytes", "256 threads each (suggested)",
-                 "groups of 8 tile rows", "instruction: wgmma_f16", "wgmma conditions:", "warpgroup tiling: 2 warpgroups"):
+    for part in ("16x24 = 384 tiles of 256x128", "Tile(256, 128, 64), suggested", "16 steps of 64 per tile",
+                 "4 stages (suggested)", "4 x 49152 = 196608 bytes", "512 threads each (suggested)",
+                 "groups of 8 tile rows", "instruction: wgmma_f16", "wgmma conditions:", "warpgroup tiling: 4 warpgroups"):
         assert part in text, part
     assert "cp.async copies the next 2 K tiles" in grid(Stages(3), InstructionFamily("mma")).explain()
     assert "lda 1008, ldb 1008" in grid(size=(3001, 2999, 1001)).explain()  # 2-byte copies: pad to 16 bytes

@@ -176,7 +176,7 @@ def render_grid_block(plan: GridPlan, name: str) -> str:
         problem_lda=plan.a.ld, problem_ldb=plan.b.ld, problem_ldc=plan.c.ld,
         a=_matrix_context(plan.a, False), b=_matrix_context(plan.b, False), c=_matrix_context(plan.c, False),
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
-        swizzled=tile.a.swizzle > 0, overlapped=tile.instruction.is_wgmma and plan.stages >= 3)
+        swizzled=tile.a.swizzle > 0, overlapped=tile.instruction.is_wgmma and plan.stages >= 3, split_k=plan.split_k)
     return render_block(tile, name) + "\n" + grid
 
 
@@ -190,17 +190,19 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
     ns = BATCHED_NAMESPACE
     return _template("grid.cu.j2").render(
         common=render_common(), device=render_grid_block(plan, ns), ns=ns, threads=plan.threads,
-        kernel_name=name, swizzled=plan.tile.a.swizzle > 0, **_fusion_context(ns, fusion))
+        kernel_name=name, swizzled=plan.tile.a.swizzle > 0, acc_bytes=plan.accumulator_bytes,
+        acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
+        **_fusion_context(ns, fusion, grid=True))
 
 
-def _fusion_context(ns: str, fusion: Fusion) -> dict:
+def _fusion_context(ns: str, fusion: Fusion, grid: bool = False) -> dict:
     """What hooks.cuh.j2 and a kernel's parameter list print of ``fusion``."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
-                  for p in kernel_parameters(fusion.bias)]
+                  for p in kernel_parameters(fusion.bias, grid)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias}
 
 

@@ -259,10 +259,12 @@ GRID_MIN_TILES = 66
 
 
 def suggested_tile_of(ops: Operators) -> Tile:
-    """The block tile a Grid() descriptor suggests: 128 x 256 where wgmma can run (with a
-    warpgroup per 64 rows: ``grid_tile_threads``; an H100 ran 4096^3 float16 at 460 TFLOP/s
-    so, against 429 with 256 x 128 tiles, 362 with 128 x 128 and 297-416 with other stages or
-    threads, benchmarks/grid_gemm.py), 128 x 128 where other tensor cores
+    """The block tile a Grid() descriptor suggests: 256 x 128 where wgmma can run, with a
+    warpgroup per 64 rows (``grid_tile_threads``), so 64 accumulators a thread: an H100 ran
+    4096^3 float16 at 421-429 TFLOP/s so and gelu(a @ b + bias) 9% slower than the plain GEMM,
+    against 411-460 and 43% slower with 128 x 256 tiles of two warpgroups (128 accumulators a
+    thread, 253 registers fused), 362 with 128 x 128 (benchmarks/grid_gemm.py, RESULTS.md);
+    128 x 128 where other tensor cores
     take 8- to 32-bit values, 64 x 64 for float64 tensor cores and 64-bit or
     complex FMA, 128 x 64 for the other FMA GEMMs; k: rows of 128 bytes for wgmma (its widest
     swizzle), 64 bytes on mma.sync (16 of float64), 16 values of float32 FMA and 8 of the
@@ -279,7 +281,7 @@ def suggested_tile_of(ops: Operators) -> Tile:
     if wgmma is not None and not wgmma.reads_transposed and (arr["a"], arr["b"]) != ("row_major", "col_major"):
         wgmma = None  # K-major only: mma.sync runs
     if wgmma is not None:
-        tile, m_step, k_step = (128, 256, 128 // esize), 64, wgmma.k
+        tile, m_step, k_step = (256, 128, 128 // esize), 64, wgmma.k
     elif base.is_mma:
         tile = (64, 64, 16) if esize == 8 else (128, 128, max(base.k, 64 // esize))
         m_step, k_step = 16, base.k

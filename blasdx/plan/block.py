@@ -109,6 +109,20 @@ class GemmPlan:
         return self.tiles_m * self.tiles_n
 
     @property
+    def accumulator_size(self) -> int:
+        """Values each thread's ``accumulator`` holds (the device API's accumulator::size): its
+        passes over the tiles its warpgroup, warp or thread takes, times a tile's values."""
+        instr = self.instruction
+        if instr.is_wgmma and instr.fallback is not None:  # a warpgroup's 64 x tile_n in mma.sync fragments
+            tile_threads, values = 128, self.tile_n // instr.fallback.n * instr.fallback.c_values
+        elif instr.is_mma:
+            tile_threads, values = 32, self.tile_m // instr.m * (self.tile_n // instr.n) * instr.c_values
+        else:
+            tile_threads, values = 1, self.tile_m * self.tile_n
+        workers = self.warps * 32 if instr.is_mma else self.threads
+        return math.ceil(self.tiles / (workers // tile_threads)) * values
+
+    @property
     def digest(self) -> str:
         """8 hex digits over every field (the overrides only where any is set)."""
         fields = asdict(self)

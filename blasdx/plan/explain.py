@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
 from .block import GemmPlan, with_alignment
-from .grid import GridPlan, grid_with_alignment
+from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, GridPlan, grid_with_alignment
 from .kernel import kernel_plan
 
 if TYPE_CHECKING:
@@ -130,6 +130,10 @@ def explain_grid(desc: Descriptor) -> str:
         f"blocks: {t.threads} threads each ({given['BlockDim']}); a persistent grid of at most as many blocks as the "
         f"GPU runs at once walks the (batch item, tile) pairs, tiles in groups of {p.group_m} tile rows taken column "
         f"by column (the blocks running together share A and B in L2)",
+        f"split-K: where a call's tiles (of every batch item) are fewer than the blocks the GPU runs at once, each "
+        f"tile's K loop splits into up to {MAX_SPLITS} parts of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace "
+        f"from CuPy's pool; the last part to finish adds them up in order (the same result whichever it is). Not "
+        f"under stream capture (CUDA graphs)",
         "epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)",
         f"copies on 16-byte aligned arrays: A {launched.tile.a.vector_bytes} and B {launched.tile.b.vector_bytes} "
         f"bytes at a time (cp.async where 4 or more), from leading dimensions {p.a.ld} and {p.b.ld}"

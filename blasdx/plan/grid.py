@@ -16,7 +16,8 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from ..arch import shared_memory_limit
-from ..describe.precision import short_code
+from ..describe.precision import PRECISIONS, short_code
+from ..describe.traits import GRID_MIN_TILES
 from ..errors import UnsupportedError
 from .block import GemmPlan, MatrixPlan, _matrix, _vector_bytes, make_plan
 from .kernel import shared_layout
@@ -30,6 +31,10 @@ MAX_SUGGESTED_STAGES = 4
 # Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
 # running at once share rows of A and columns of B in L2.
 GROUP_M = 8
+# Split-K: parts of a tile's K loop at most, and K tiles each part takes at least (a pipeline
+# of a few stages needs a few K tiles to fill).
+MAX_SPLITS = 16
+MIN_SPLIT_K_TILES = 4
 
 
 @dataclass(frozen=True)
@@ -50,10 +55,14 @@ class GridPlan:
     tile: GemmPlan
     stages: int  # K tiles in flight per block
     group_m: int  # tile rows per group of the tile order
+    # Whether the kernel can split a tile's K loop over several blocks (split-K): where a batch
+    # item has fewer tiles than GRID_MIN_TILES; elsewhere the kernel leaves that code out (its
+    # registers would cost every tile).
+    split_k: bool = False
 
     @cached_property
     def _hash(self) -> int:
-        return hash((self.tile, self.m, self.n, self.k, self.a, self.b, self.c, self.stages, self.group_m))
+        return hash((self.tile, self.m, self.n, self.k, self.a, self.b, self.c, self.stages, self.group_m, self.split_k))
 
     def __hash__(self) -> int:
         return self._hash
@@ -91,6 +100,28 @@ class GridPlan:
     def k_tiles(self) -> int:
         """Steps of each tile's K loop."""
         return -(-self.k // self.tile.k)
+
+    @property
+    def accumulator_bytes(self) -> int:
+        """Bytes of one accumulator value of the tile's block GEMM (its acc_value_t)."""
+        t = self.tile
+        name = t.mma_acc_type if t.instruction.is_mma else t.acc_type
+        size = next(p.itemsize for p in PRECISIONS.values() if p.cpp_type == name and not p.is_packed)
+        return 2 * size if self.is_complex else size
+
+    def splits(self, tiles: int, resident_blocks: int) -> int:
+        """How many parts each tile's K loop splits into (split-K) where ``tiles`` (of every batch
+        item) are fewer than the blocks the GPU runs at once: enough to fill them, each part at
+        least MIN_SPLIT_K_TILES K tiles deep, at most MAX_SPLITS; 1 otherwise."""
+        if not self.split_k or tiles >= resident_blocks:
+            return 1
+        return max(1, min(-(-resident_blocks // tiles), self.k_tiles // MIN_SPLIT_K_TILES, MAX_SPLITS))
+
+    def workspace_bytes(self, tiles: int, splits: int) -> int:
+        """split-K's workspace: a counter per tile (256-byte aligned), then each tile's parts (every
+        thread's accumulator)."""
+        part = self.tile.accumulator_size * self.tile.threads * self.accumulator_bytes
+        return -(-4 * tiles // 256) * 256 + tiles * splits * part
 
     @property
     def kernel_shared_memory_size(self) -> int:
@@ -135,8 +166,10 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
             f"{stages} stages of the {block.m}x{block.n}x{block.k} tile take {stages} x {stage_bytes} bytes of shared "
             f"memory, over SM {desc.sm}'s limit of {limit} bytes per block; {fix}")
     problem = {x: _matrix(desc, x, 0, 0) for x in "abc"}
+    tiles = -(-desc.size.m // block.m) * -(-desc.size.n // block.n)
     return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
-                    a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M)
+                    a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
+                    split_k=tiles < GRID_MIN_TILES and k_tiles >= 2 * MIN_SPLIT_K_TILES)
 
 
 @lru_cache(maxsize=1024)

@@ -37,11 +37,13 @@ BATCH_PARAMETERS = tuple(KernelParameter(name, "long long")
 BIAS_PARAMETERS = (KernelParameter("bias", "const void*"),) + tuple(
     KernelParameter(name, "long long") for name in ("bias_batch_stride", "bias_row_stride", "bias_col_stride"))
 KERNEL_PARAMETERS = PER_CALL_PARAMETERS + BATCH_PARAMETERS
+# The grid kernel's, last: the K loop's splits per tile (1: none) and split-K's workspace.
+GRID_PARAMETERS = (KernelParameter("splits", "long long"), KernelParameter("workspace", "void*"))
 
 
-def kernel_parameters(has_bias: bool) -> tuple[KernelParameter, ...]:
-    """The batched kernel's parameters, in order."""
-    return KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ())
+def kernel_parameters(has_bias: bool, grid: bool = False) -> tuple[KernelParameter, ...]:
+    """The batched (or grid) kernel's parameters, in order."""
+    return KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ()) + (GRID_PARAMETERS if grid else ())
 
 
 def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:

@@ -14,6 +14,7 @@ from ..compiler import supported_archs
 from ..errors import INSTALL_HINT, ArgumentError, DeviceError
 
 _MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_STATIC_SHARED = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without raising its limit
 
 _cupy_module: Any = None
@@ -79,13 +80,15 @@ def allow_dynamic_shared(function: Any, nbytes: int) -> None:
 
 def load_function(cubin: bytes, name: str, device_id: int, shared_memory: int = 0) -> tuple[Any, Any]:
     """Load ``cubin`` on a device and return (module, function ``name``), its dynamic
-    shared-memory limit raised to ``shared_memory`` where that is over the default."""
+    shared-memory limit raised to ``shared_memory`` where that and the function's static
+    shared memory are over the default."""
     cupy = cupy_module()
     with cupy.cuda.Device(device_id):
         module = cupy.cuda.function.Module()
         module.load(cubin)
         function = module.get_function(name)
-        if shared_memory > DEFAULT_DYNAMIC_SHARED:
+        static = cupy.cuda.driver.funcGetAttribute(_STATIC_SHARED, function.ptr) if shared_memory else 0
+        if shared_memory + static > DEFAULT_DYNAMIC_SHARED:  # the default covers static and dynamic together
             allow_dynamic_shared(function, shared_memory)
     return module, function
 

@@ -24,7 +24,7 @@ from ..compiler import CompiledKernel
 from ..plan import GemmPlan, GridPlan
 from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, kernel_parameters
 from .arguments import BiasView, MatrixView, scalar
-from .device import cupy_module
+from .device import cupy_module, stream_of
 
 if TYPE_CHECKING:
     from ..codegen.hooks import Fusion
@@ -39,7 +39,7 @@ class Kernel:
     function: Any  # cupy.cuda.function.Function; its ``ptr`` is the CUfunction
     module: Any
     resident_blocks: int  # blocks the whole device runs at once (the largest useful grid)
-    work_per_item: int = 1  # blocks' worth of work per batch item: 1, or a grid GEMM's tiles
+    grid_plan: GridPlan | None = None  # the plan of a Grid() descriptor's kernel, None for the batched kernel
 
     @property
     def kernel_name(self) -> str:
@@ -54,6 +54,8 @@ _SLOT = 16
 _PER_CALL = struct.Struct("<Q8xQ8xQ8x32s")  # alpha's and beta's slots as one field
 _BIAS_POINTER = struct.Struct("<Q")
 _BIAS_OFFSET = len(KERNEL_PARAMETERS) * _SLOT
+# A grid kernel's split count and workspace pointer, in the last two slots.
+_SPLITS_AND_WORKSPACE = struct.Struct("<q8xQ")
 _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
 
@@ -94,17 +96,35 @@ class BoundLaunch:
     # (converting costs ~1 us), at most _MAX_SCALARS pairs.
     scalars: dict = field(default_factory=dict, compare=False, hash=False)
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False)
+    # A grid kernel's K-loop splits per tile and the bytes of their workspace (0: no split-K).
+    splits: int = 1
+    workspace_bytes: int = 0
 
     def launch(self, pa: int, pb: int, pc: int, scalars: bytes, stream: int, pbias: int = 0) -> None:
         """Launch on data pointers, alpha and beta as their slots' bytes (``scalar_bytes``),
         on the raw stream handle ``stream``. Raises CuPy's CUDADriverError where the driver
         refuses (for one, no current context in this thread)."""
         arguments = self.arguments
+        workspace = self._workspace(stream) if self.workspace_bytes else None
         with self.lock:  # the block is shared; cuLaunchKernel copies it before returning
             _PER_CALL.pack_into(arguments.values, 0, pa, pb, pc, scalars)
             if self.has_bias:
                 _BIAS_POINTER.pack_into(arguments.values, _BIAS_OFFSET, pbias)
+            if self.workspace_bytes:
+                _SPLITS_AND_WORKSPACE.pack_into(arguments.values, len(arguments.values) - 2 * _SLOT,
+                                                1 if workspace is None else self.splits,
+                                                0 if workspace is None else workspace.data.ptr)
             self.launch_kernel(*self.dimensions, stream, arguments.address, 0)
+
+    def _workspace(self, stream: int) -> Any:
+        """split-K's workspace for one launch, zeroed, from CuPy's pool on the launch's stream (whose
+        blocks go back to that stream only: the next use of the memory follows this launch), or None
+        under stream capture (a graph would keep a pointer the pool hands out again: no split-K there)."""
+        cupy = cupy_module()
+        if cupy.cuda.runtime.streamIsCapturing(stream):
+            return None
+        with stream_of(stream):
+            return cupy.zeros(self.workspace_bytes, dtype=cupy.uint8)
 
     def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0) -> bool:
         """Whether C shares memory with A, B or the bias at these pointers."""
@@ -130,21 +150,29 @@ class BoundLaunch:
 def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
          bias: BiasView | None = None) -> BoundLaunch:
     """The launch of ``kernel`` on checked operands: one block per item (per tile of an item,
-    for a grid GEMM), at most as many as the device runs at once (the kernel loops over the rest). Its argument block holds
-    every value that stays from call to call: the batch, the strides between items and the
-    bias's strides."""
+    and per split of its K loop, for a grid GEMM: ``GridPlan.splits``), at most as many as the
+    device runs at once (the kernel loops over the rest). Its argument block holds every value
+    that stays from call to call: the batch, the strides between items, the bias's strides
+    and the splits."""
     batch = 1 if va.batch is None else va.batch
+    grid_plan = kernel.grid_plan
+    tiles = batch * (1 if grid_plan is None else grid_plan.tiles)  # blocks' worth of work without split-K
+    splits = 1 if grid_plan is None else grid_plan.splits(tiles, kernel.resident_blocks)
     strides = (v.strides[0] if v.batch is not None else 0 for v in (va, vb, vc))
     fixed = dict(zip((p.name for p in BATCH_PARAMETERS), (batch, *strides)))  # batch, stride_a, _b, _c
     if bias is not None:  # BIAS_PARAMETERS: the pointer (per call), then its strides
         fixed.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bias.strides))
-    parameters = kernel_parameters(bias is not None)
+    if grid_plan is not None:
+        fixed["splits"] = splits  # the workspace pointer comes per call where splits > 1
+    parameters = kernel_parameters(bias is not None, grid_plan is not None)
     arguments = ArgumentBlock(len(parameters))
     for index, parameter in enumerate(parameters):
         if parameter.name in fixed:
             arguments.put_int64(index, fixed[parameter.name])
-    grid = int(min(batch * kernel.work_per_item, kernel.resident_blocks))
-    return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None,
+    grid = int(min(tiles * splits, kernel.resident_blocks))
+    workspace_bytes = 0 if splits == 1 or grid_plan is None else grid_plan.workspace_bytes(tiles, splits)
+    return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits,
+                       workspace_bytes=workspace_bytes,
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
                        arguments=arguments,
                        dimensions=(kernel.function.ptr, grid, 1, 1, *kernel.compiled.block_dim,
@@ -204,6 +232,11 @@ class BoundLaunches:
         if len(self._launches) < self._limit:
             with self._lock:
                 self._launches[key] = bound
+
+    def values(self) -> list[BoundLaunch]:
+        """Every bound launch (for diagnostics and tests)."""
+        with self._lock:
+            return list(self._launches.values())
 
     def clear(self) -> None:
         with self._lock:
