@@ -249,28 +249,27 @@ TILE_KINDS: tuple[str, ...] = ("Precision", "Type", "Function", "BitOp", "Arrang
                                "Alignment", "SM", "InstructionFamily", "BlockDim")
 
 
-def is_grid_of(ops: Operators) -> bool:
-    return "Grid" in ops
-
-
 # Tiles a problem should have before the suggested tile stops shrinking: half the 132 SMs of
 # an H100 (at one block per SM, a wave of tiles half the size costs about one of full ones).
 GRID_MIN_TILES = 66
 
 
 def suggested_tile_of(ops: Operators) -> Tile:
-    """The block tile a Grid() descriptor suggests: 256 x 128 where wgmma can run, with a
-    warpgroup per 64 rows (``grid_tile_threads``), so 64 accumulators a thread: an H100 ran
-    4096^3 float16 at 421-429 TFLOP/s so and gelu(a @ b + bias) 9% slower than the plain GEMM,
-    against 411-460 and 43% slower with 128 x 256 tiles of two warpgroups (128 accumulators a
-    thread, 253 registers fused), 362 with 128 x 128 (benchmarks/grid_gemm.py, RESULTS.md);
-    128 x 128 where other tensor cores
-    take 8- to 32-bit values, 64 x 64 for float64 tensor cores and 64-bit or
-    complex FMA, 128 x 64 for the other FMA GEMMs; k: rows of 128 bytes for wgmma (its widest
-    swizzle), 64 bytes on mma.sync (16 of float64), 16 values of float32 FMA and 8 of the
-    wider ones. Each side shrinks to the problem's, rounded up to the instruction's shape
-    (m to a multiple of 64 for wgmma, 16 otherwise), and the longer side halves (to 64 at
-    least) while the problem has fewer than GRID_MIN_TILES tiles."""
+    """The block tile a Grid() descriptor suggests.
+
+    - wgmma: 256 x 128, a warpgroup per 64 rows (``grid_tile_threads``), so 64 accumulators a
+      thread. On an H100 (benchmarks/grid_gemm.py, RESULTS.md) 4096^3 float16 ran at 395-429
+      TFLOP/s, and gelu(a @ b + bias) 7-9% slower than the plain GEMM; 128 x 256 tiles of two
+      warpgroups ran at 348-460, their 128 accumulators a thread took 253 registers with the
+      fused epilogue, which ran 43% slower; 128 x 128 ran at 321-363.
+    - Other tensor cores: 128 x 128 for 8- to 32-bit values, 64 x 64 for float64.
+    - FMA: 128 x 64, or 64 x 64 for 64-bit and complex values.
+    - k: rows of 128 bytes for wgmma (its widest swizzle), 64 bytes on mma.sync (16 values of
+      float64), 16 values of float32 FMA and 8 of the wider ones.
+
+    Each side shrinks to the problem's, rounded up to the instruction's shape (m to a multiple
+    of 64 for wgmma, 16 otherwise); then, while the problem has fewer than GRID_MIN_TILES
+    tiles, the longer side halves (m on ties), to 64 at least and to a multiple of that shape."""
     size, sm = ops["Size"], ops["SM"].value  # type: ignore[attr-defined]
     prec = precision_of(ops)
     esize = element_sizes_of(ops)["a"]
@@ -292,11 +291,13 @@ def suggested_tile_of(ops: Operators) -> Tile:
     n = min(tile[1], round_up(size.n, 16))  # type: ignore[attr-defined]
     k = min(tile[2], round_up(size.k, k_step))  # type: ignore[attr-defined]
     # Few tiles leave most SMs idle: halve the longer side (m on ties) down to 64.
-    while math.ceil(size.m / m) * math.ceil(size.n / n) < GRID_MIN_TILES and max(m, n) > 64:  # type: ignore[attr-defined]
-        if m >= n:
-            m //= 2
+    while math.ceil(size.m / m) * math.ceil(size.n / n) < GRID_MIN_TILES:  # type: ignore[attr-defined]
+        if m >= n and m > 64:
+            m = max(64, round_up(m // 2, m_step))
+        elif n > 64:
+            n = max(64, round_up(n // 2, 16))
         else:
-            n //= 2
+            break
     return Tile(m, n, k)
 
 

@@ -25,8 +25,8 @@ from .kernel import shared_layout
 if TYPE_CHECKING:
     from ..describe.descriptor import Descriptor
 
-# Stages the planner suggests at most: 4 x 32 KiB of 128x128x64 float16 tiles leave room
-# for one block of 256 threads per SM (benchmarks/grid_gemm.py measures 2 to 5).
+# Stages the planner suggests at most: 4 x 48 KiB of 256x128x64 float16 tiles fill an SM's
+# shared memory for one block (benchmarks/grid_gemm.py measures 2 to 6; 3 lose everywhere).
 MAX_SUGGESTED_STAGES = 4
 # Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
 # running at once share rows of A and columns of B in L2.
