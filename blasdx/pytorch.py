@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from .describe.descriptor import Descriptor
-from .describe.operators import SM, Arrangement, Block, LeadingDimension, Operator, Precision, Size
+from .describe.operators import SM, Arrangement, Block, Grid, LeadingDimension, Operator, Precision, Size
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
 
@@ -173,13 +173,14 @@ def _as_operand(dz: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, tor
 
 def _product(desc: Descriptor, x: torch.Tensor, y: torch.Tensor, alpha: float, dtype: torch.dtype,
              scale: torch.Tensor | None) -> torch.Tensor:
-    """alpha * x @ y / scale by a blasdx GEMM with ``desc``'s precisions and SM, in
-    ``dtype``; x and y are arranged as they lie in memory."""
+    """alpha * x @ y / scale by a blasdx GEMM with ``desc``'s precisions, SM and execution kind
+    (Block() or Grid(): a grid-level forward has grid-level gradients), in ``dtype``; x and y are
+    arranged as they lie in memory."""
     (x_layout, x_ld), (y_layout, y_ld) = _layout_and_ld(x), _layout_and_ld(y)
     m, k = x.shape[-2:]
     n = y.shape[-1]
     product = (Size(m, n, k) + Precision(*desc.precision) + Arrangement(x_layout, y_layout, "row_major")
-               + LeadingDimension(x_ld, y_ld, n) + SM(desc.sm) + Block())
+               + LeadingDimension(x_ld, y_ld, n) + SM(desc.sm) + (Grid() if desc.is_grid else Block()))
     out = torch.ops.blasdx.gemm(descriptor_key(product), x, y, None, alpha, 0.0, None, "")
     return (out if scale is None else out / scale).to(dtype)
 

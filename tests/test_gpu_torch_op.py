@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from blasdx import SM, Arrangement, Block, Precision, Size
+from blasdx import SM, Arrangement, Block, Grid, Precision, Size
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -95,6 +95,24 @@ def test_forward_and_backward_match_torch(precision, bound, grad_bound, epilogue
     assert rel(a.grad, a64.grad) < grad_bound and a.grad.dtype == in_dtype
     assert rel(b.grad, b64.grad) < grad_bound and b.grad.dtype == in_dtype
     assert rel(bias.grad, bias64.grad) < grad_bound
+
+
+def test_a_grid_descriptor_is_differentiable():
+    """A Grid() descriptor of any size: the forward and dA, dB (grid-level GEMMs too) against float64."""
+    m, n, k = 300, 200, 500
+    arrangement = ("row_major", "col_major", "row_major")
+    desc = Size(m, n, k) + Precision("float16", "float16", "float32") + Arrangement(*arrangement) + SM(900) + Grid()
+    a = leaf(matrix(1, m, k, arrangement[0], torch.float16, 6)[0])
+    b = leaf(matrix(1, k, n, arrangement[1], torch.float16, 7)[0])
+    bias = leaf(torch.randn(n, device="cuda"))
+    out = bt.gemm(desc, a, b, bias=bias, epilogue="gelu")
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    a64, b64, bias64 = (leaf(x.double()) for x in (a, b, bias))
+    ref = torch.nn.functional.gelu(a64 @ b64 + bias64)
+    ref.backward(grad.double())
+    assert rel(out, ref) < 1e-3
+    assert rel(a.grad, a64.grad) < 2e-3 and rel(b.grad, b64.grad) < 2e-3 and rel(bias.grad, bias64.grad) < 2e-3
 
 
 def test_torch_compile_fullgraph_matches_eager():
