@@ -174,6 +174,12 @@ def test_suggested_stages_fill_shared_memory_up_to_four_and_follow_the_k_loop():
     assert grid(size=(4096, 4096, 192)).stages == 3
 
 
+def test_suggested_leading_dimensions_are_whole_16_bytes():
+    assert tuple(grid(size=(3001, 2999, 1001)).suggested_leading_dimension) == (1008, 1008, 3000)
+    f64 = Size(5, 7, 3) + Precision("float64") + RCR + SM(900) + Grid()
+    assert tuple(f64.suggested_leading_dimension) == (4, 4, 8)
+
+
 def test_descriptors_pickle():
     desc = grid(Tile(128, 64, 32))
     assert pickle.loads(pickle.dumps(desc)) == desc

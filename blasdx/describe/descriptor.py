@@ -237,7 +237,9 @@ class Descriptor:
         """Tight leading dimensions padded against shared-memory bank conflicts: each is
         rounded up to an odd multiple of 16 bytes (32 for float64 tensor cores; see
         ``padded_leading_dimension``).
-        Packed precisions count values, as their leading dimensions do."""
+        Packed precisions count values, as their leading dimensions do. For Grid(), whose
+        matrices stay in global memory: tight ones rounded up to multiples of 16 bytes, which
+        the tiles' copies move 16 bytes at a time with cp.async."""
         self._require(Size, "suggested_leading_dimension")
         self._check_rules()
         arr, esize, pack = arrangement_of(self._ops), element_sizes_of(self._ops), packs_of(self._ops)
@@ -245,7 +247,10 @@ class Descriptor:
         out = {}
         for m, (rows, cols) in extents_of(self.size_op).items():
             tight = -(-stored_rows(arr[m], rows, cols) // pack[m])  # stored elements
-            out[m] = padded_leading_dimension(tight, esize[m], unit) * pack[m]
+            if self.is_grid:
+                out[m] = round_up(tight, max(1, 16 // esize[m]))
+            else:
+                out[m] = padded_leading_dimension(tight, esize[m], unit) * pack[m]
         return ABC(**out)
 
     @property

@@ -137,7 +137,7 @@ def explain_grid(desc: Descriptor) -> str:
         "epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)",
         f"copies on 16-byte aligned arrays: A {launched.tile.a.vector_bytes} and B {launched.tile.b.vector_bytes} "
         f"bytes at a time (cp.async where 4 or more), from leading dimensions {p.a.ld} and {p.b.ld}"
-        + _narrow_copies_hint(launched),
+        + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
         "each tile is the block GEMM of tile_descriptor:",
     ]
     # The tile's instruction, its conditions and how its warps split it; its own copies,
@@ -147,16 +147,15 @@ def explain_grid(desc: Descriptor) -> str:
     return "\n".join(lines)
 
 
-def _narrow_copies_hint(p: GridPlan) -> str:
-    """Where a leading dimension keeps copies under 16 bytes: the padded one that would not."""
-    narrow = [(whole, x) for whole, x in ((p.a, p.tile.a), (p.b, p.tile.b)) if x.vector_bytes < 16]
+def _narrow_copies_hint(p: GridPlan, suggested_lds: tuple[int, int, int]) -> str:
+    """Where a leading dimension keeps copies under 16 bytes: the suggested one that would not."""
+    narrow = [whole.name for whole, x in ((p.a, p.tile.a), (p.b, p.tile.b)) if x.vector_bytes < 16]
     if not narrow:
         return ""
-    lds = {whole.name: -(-whole.ld * whole.element_size // 16) * 16 // whole.element_size for whole, _ in narrow}
-    suggested = ", ".join(f"ld{name} {ld}" for name, ld in lds.items())
+    suggested = ", ".join(f"ld{name} {suggested_lds['abc'.index(name)]}" for name in narrow)
     return (f"; copies narrower than 16 bytes take more instructions, and under 4 bytes they wait for their data "
-            f"instead of running ahead (slow): leading dimensions of multiples of 16 bytes ({suggested}, with "
-            f"LeadingDimension and arrays padded so) copy 16 bytes with cp.async")
+            f"instead of running ahead (slow): leading dimensions of multiples of 16 bytes ({suggested}, "
+            f"suggested_leading_dimension, with LeadingDimension and arrays padded so) copy 16 bytes with cp.async")
 
 
 _TILE_LINES = ("instruction:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")
