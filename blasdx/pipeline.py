@@ -80,7 +80,6 @@ def plan(desc: Descriptor, overrides: PlanOverrides | None = None) -> GemmPlan |
     return make_plan(desc, overrides)
 
 
-
 def plan_of(desc: Descriptor) -> GemmPlan | GridPlan:
     """The plan of an executable descriptor (its ``plan``, which calls this once)."""
     return make_grid_plan(desc) if desc.is_grid else make_plan(desc)
