@@ -78,6 +78,11 @@ def test_sizes_past_32_bit_indices_are_refused():
         Size(2**31, 8, 8) + Grid()
 
 
+def test_more_tiles_than_an_int_counts_are_refused():
+    with pytest.raises(UnsupportedError, match="2\\*\\*31 or more"):
+        grid(size=(2**30, 2**30, 64)).plan  # noqa: B018
+
+
 def test_packed_precisions_are_refused():
     with pytest.raises(UnsupportedError, match="packed int4 or binary"):
         Size(64, 64, 256) + Precision("int4", "int4", "int32") + Grid()

@@ -167,6 +167,10 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
             f"memory, over SM {desc.sm}'s limit of {limit} bytes per block; {fix}")
     problem = {x: _matrix(desc, x, 0, 0) for x in "abc"}
     tiles = -(-desc.size.m // block.m) * -(-desc.size.n // block.n)
+    if tiles >= 2**31:  # far past any GPU's memory for C, but said rather than overflowed
+        raise UnsupportedError(
+            f"C of {desc.size.m} x {desc.size.n} has {tiles} tiles of {block.m}x{block.n}, 2**31 or more (the "
+            f"kernel counts tiles in an int); split the problem, or use a larger Tile")
     return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
                     split_k=tiles < GRID_MIN_TILES and k_tiles >= 2 * MIN_SPLIT_K_TILES)
