@@ -5,6 +5,7 @@ user kernel built on a Grid() descriptor's device_source()."""
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import pytest
@@ -228,6 +229,29 @@ def test_the_grid_kernel_compiles(family):
     assert desc.compile(arch=arch).cubin[:4] == b"\x7fELF"
     hooks = dict(epilogue="negate", prologue="negate") if complex_ else dict(epilogue="relu", c_load="negate")
     assert desc.compile(arch=arch, bias=True, **hooks).cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f"{'c' if f[1] else ''}{f[0][0]}-{f[0][2]}_sm{f[2]}")
+def test_the_split_k_kernel_compiles(family):
+    """Few tiles and a long K loop: the kernel with combine_splits, whose workspace Python sizes
+    (a static_assert holds the two to the same accumulator)."""
+    prec, complex_, sm = family
+    desc = Size(200, 150, 4096) + Precision(*prec) + RCR + SM(sm) + Grid()
+    if complex_:
+        desc = desc + Type("complex")
+    assert desc.plan.split_k
+    arch = max(a for a in supported_archs() if a <= 900)
+    assert desc.compile(arch=arch, bias=True).cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("arrangement", ["".join(x) for x in itertools.product("rc", repeat=3)])
+def test_every_arrangement_compiles(arrangement):
+    layouts = {"r": "row_major", "c": "col_major"}
+    for prec in (("float16", "float16", "float32"), ("float64",) * 3):
+        desc = Size(300, 200, 100) + Precision(*prec) + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Grid()
+        assert desc.compile(arch=900).cubin[:4] == b"\x7fELF"
 
 
 @pytest.mark.compile
