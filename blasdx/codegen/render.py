@@ -168,7 +168,7 @@ def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
 
 def render_grid_block(plan: GridPlan, name: str) -> str:
     """A Grid() descriptor's device code in namespace ``name`` (without the common helpers):
-    the tile's block GEMM, then the tile loop's pieces (mainloop, store_tile, tile order)."""
+    the tile's block GEMM, then the tile loop's pieces (block_tile_origin, mainloop, store_block_tile)."""
     tile = plan.tile
     grid = _template("grid.cuh.j2").render(
         name=name, kernel_name=plan.kernel_name, problem_m=plan.m, problem_n=plan.n, problem_k=plan.k,

@@ -24,6 +24,14 @@ from .precision import normalize_precision
 LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
 
 
+def _extent(value: object, what: str) -> int:
+    """m, n or k of Size or Tile: an int of at least 1."""
+    value = _strict_int(value, what)
+    if value < 1:
+        raise ValueError(f"{what} must be >= 1, got {value}; a GEMM needs a positive size")
+    return value
+
+
 def _strict_int(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{what} must be an int, got {value!r} of type {type(value).__name__}")
@@ -124,10 +132,7 @@ class Size(Operator):
     @field_validator("m", "n", "k", mode="before")
     @classmethod
     def _positive(cls, v: object, info) -> int:
-        v = _strict_int(v, info.field_name)
-        if v < 1:
-            raise ValueError(f"{info.field_name} must be >= 1, got {v}; a GEMM needs a positive size")
-        return v
+        return _extent(v, info.field_name)
 
 
 class Precision(Operator):
@@ -424,10 +429,7 @@ class Tile(Operator):
     @field_validator("m", "n", "k", mode="before")
     @classmethod
     def _positive(cls, v: object, info) -> int:
-        v = _strict_int(v, info.field_name)
-        if v < 1:
-            raise ValueError(f"{info.field_name} must be >= 1, got {v}")
-        return v
+        return _extent(v, info.field_name)
 
 
 MAX_STAGES = 8

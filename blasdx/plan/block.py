@@ -164,14 +164,14 @@ def _accumulator(precisions: dict[str, str]) -> tuple[str, str]:
     return c.cpp_type, c.name
 
 
-def _vector_bytes(alignment: int, inner_bytes: int, ld_bytes: int) -> int:
+def vector_bytes_of(alignment: int, inner_bytes: int, ld_bytes: int) -> int:
     vec = min(alignment, 16)
     while inner_bytes % vec or ld_bytes % vec:
         vec //= 2
     return vec
 
 
-def _matrix(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> MatrixPlan:
+def matrix_plan(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> MatrixPlan:
     m, n, k = desc.size
     precision = getattr(desc.precision, name)
     pack = PRECISIONS[precision].pack  # packed along k (A row-major, B col-major: checked)
@@ -188,7 +188,7 @@ def _matrix(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> Matrix
         cpp_type=f"blasdx::complex<{cpp}>" if desc.is_complex else cpp,
         layout=layout, rows=rows, cols=cols, ld=ld, smem_ld=ld, outer=outer, inner=inner,
         element_size=esize, alignment=align,
-        vector_bytes=_vector_bytes(align, inner * esize, ld * esize),
+        vector_bytes=vector_bytes_of(align, inner * esize, ld * esize),
         smem_offset=offset, smem_bytes=smem_bytes, conjugate=conj and desc.is_complex, pack=pack,
     )
 
@@ -221,7 +221,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES) -> Gemm
 
     smem = shared_memory_parts_of(desc.operator_map)
     offsets = {"a": 0, "b": smem["a"], "c": smem["a"] + smem["b"]}
-    mats = {x: _matrix(desc, x, offsets[x], smem[x]) for x in "abc"}
+    mats = {x: matrix_plan(desc, x, offsets[x], smem[x]) for x in "abc"}
     instr, reason = desc.instruction_choice
     acc, scalar_precision = _accumulator(dict(zip("abc", desc.precision)))
     if desc.is_complex:
@@ -306,7 +306,7 @@ def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
     mats = {}
     for x, align in zip((plan.a, plan.b, plan.c), alignment):
         align = max(x.alignment, min(16, align))
-        vec = _vector_bytes(align, x.inner * x.element_size, x.ld * x.element_size)
+        vec = vector_bytes_of(align, x.inner * x.element_size, x.ld * x.element_size)
         mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
     if all(mats[x.name] == x for x in (plan.a, plan.b, plan.c)):
         return plan

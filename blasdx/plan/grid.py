@@ -11,7 +11,7 @@ GPU runs at once, walking the (batch item, tile) pairs in an L2-friendly order.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,7 @@ from ..arch import shared_memory_limit
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import GRID_MIN_TILES
 from ..errors import UnsupportedError
-from .block import GemmPlan, MatrixPlan, _matrix, _vector_bytes, make_plan
+from .block import GemmPlan, MatrixPlan, make_plan, matrix_plan, vector_bytes_of
 from .kernel import shared_layout
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class GridPlan:
 
     @cached_property
     def _hash(self) -> int:
-        return hash((self.tile, self.m, self.n, self.k, self.a, self.b, self.c, self.stages, self.group_m, self.split_k))
+        return hash(tuple(getattr(self, f.name) for f in fields(self)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -165,7 +165,7 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
         raise UnsupportedError(
             f"{stages} stages of the {block.m}x{block.n}x{block.k} tile take {stages} x {stage_bytes} bytes of shared "
             f"memory, over SM {desc.sm}'s limit of {limit} bytes per block; {fix}")
-    problem = {x: _matrix(desc, x, 0, 0) for x in "abc"}
+    problem = {x: matrix_plan(desc, x, 0, 0) for x in "abc"}
     tiles = -(-desc.size.m // block.m) * -(-desc.size.n // block.n)
     if tiles >= 2**31:  # far past any GPU's memory for C, but said rather than overflowed
         raise UnsupportedError(
@@ -186,7 +186,7 @@ def grid_with_alignment(plan: GridPlan, alignment: tuple[int, int, int]) -> Grid
     for x, whole, align in zip((tile.a, tile.b), (plan.a, plan.b), alignment):
         ld_bytes = whole.ld * whole.element_size
         align = max(whole.alignment, min(16, align, ld_bytes & -ld_bytes))
-        vec = _vector_bytes(align, x.inner * x.element_size, ld_bytes)
+        vec = vector_bytes_of(align, x.inner * x.element_size, ld_bytes)
         mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
     if mats["a"] == tile.a and mats["b"] == tile.b:
         return plan

@@ -13,8 +13,10 @@ from typing import Any
 from ..compiler import supported_archs
 from ..errors import INSTALL_HINT, ArgumentError, DeviceError
 
-_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-_STATIC_SHARED = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+# The driver's CUfunction_attribute values that blasdx reads or sets.
+CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1  # static shared memory
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without raising its limit
 
 _cupy_module: Any = None
@@ -75,7 +77,7 @@ def compile_arch_for(device_sm: int) -> int:
 
 def allow_dynamic_shared(function: Any, nbytes: int) -> None:
     """Let ``function`` launch with ``nbytes`` of dynamic shared memory (over 48 KiB)."""
-    cupy_module().cuda.driver.funcSetAttribute(function.ptr, _MAX_DYNAMIC_SHARED, nbytes)
+    cupy_module().cuda.driver.funcSetAttribute(function.ptr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
 
 
 def load_function(cubin: bytes, name: str, device_id: int, shared_memory: int = 0) -> tuple[Any, Any]:
@@ -87,7 +89,7 @@ def load_function(cubin: bytes, name: str, device_id: int, shared_memory: int = 
         module = cupy.cuda.function.Module()
         module.load(cubin)
         function = module.get_function(name)
-        static = cupy.cuda.driver.funcGetAttribute(_STATIC_SHARED, function.ptr) if shared_memory else 0
+        static = cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function.ptr) if shared_memory else 0
         if shared_memory + static > DEFAULT_DYNAMIC_SHARED:  # the default covers static and dynamic together
             allow_dynamic_shared(function, shared_memory)
     return module, function

@@ -17,6 +17,7 @@ from typing import Any
 from ..compiler import check_arch, compile_source
 from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from .device import (
+    CU_FUNC_ATTRIBUTE_NUM_REGS,
     DEFAULT_DYNAMIC_SHARED,
     allow_dynamic_shared,
     compile_arch_for,
@@ -27,9 +28,6 @@ from .device import (
 )
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-CU_FUNC_ATTRIBUTE_NUM_REGS = 4  # the driver's CUfunction_attribute
 
 
 class UserKernel:
