@@ -54,6 +54,7 @@ from .runtime.arguments import (
     torch_tensor_type,
 )
 from .runtime.device import (
+    CU_FUNC_ATTRIBUTE_NUM_REGS,
     compile_arch_for,
     cupy_module,
     current_device,
@@ -204,6 +205,12 @@ def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: 
             module, function = load_function(compiled.cubin, compiled.kernel_name, device_id,
                                              compiled.shared_memory_size)
             cupy = cupy_module()
+            if isinstance(block, GridPlan) and block.tma:
+                registers = cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function.ptr)
+                if not block.registers_balance(registers):  # its setmaxnreg.inc would wait forever
+                    raise CompileError(
+                        f"{compiled.kernel_name} starts with {registers} registers a thread, not the "
+                        f"{block.launch_registers} its register hand-over assumes; report this to blasdx")
             sms = cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
             per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                 function.ptr, block.threads, compiled.shared_memory_size)

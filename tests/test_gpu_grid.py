@@ -217,3 +217,41 @@ def test_split_k_under_cuda_graph_capture_runs_unsplit():
     torch.cuda.synchronize()
     ref = a.double() @ b.double()
     assert float((c.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+TMA_FAMILIES = [("float16", "float16", "float32"), ("bfloat16",) * 3, ("tfloat32", "tfloat32", "float32"),
+                ("float8_e4m3", "float8_e5m2", "float32"), ("int8", "int8", "int32")]
+
+
+def tma_launches(size):
+    """The bound launches of size's problem that copy A and B by TMA."""
+    import blasdx.pipeline
+
+    return [bound for bound in blasdx.pipeline.BOUND_LAUNCHES.values() if bound.tensor_maps is not None
+            and (bound.kernel.grid_plan.m, bound.kernel.grid_plan.n, bound.kernel.grid_plan.k) == size]
+
+
+@pytest.mark.parametrize("arr", ["".join(x) for x in itertools.product("rc", repeat=3)])
+@pytest.mark.parametrize("prec", TMA_FAMILIES, ids=["f16f32", "bf16", "tf32", "fp8", "i8"])
+def test_tma_copies_with_edges_on_every_side(prec, arr):
+    """16-byte aligned rows (304, 272 and 208 elements suit every element size) take the TMA
+    kernel: edges in m, n and k (read as zeros past the bounds), batches, every arrangement
+    wgmma reads."""
+    if arr != "rcr" and prec[0] in ("tfloat32", "float8_e4m3", "int8") and arr[:2] != "rc":
+        pytest.skip("8- and 32-bit wgmma reads K-major A and B only: the tile is mma.sync's, no TMA")
+    size = (304, 272, 208)
+    run_and_check(grid(prec, arr, size), np.random.default_rng(11), batch=2, alpha=2, beta=-1)
+    assert tma_launches(size), "the TMA kernel did not run"
+
+
+@pytest.mark.parametrize("extra", [(Tile(128, 256, 64), BlockDim(256)), (Tile(256, 128, 64), BlockDim(512)),
+                                   (Tile(128, 128, 64), BlockDim(128)), (Tile(64, 64, 64), Stages(6)),
+                                   (Tile(128, 128, 32), Stages(2))],
+                         ids=["128x256t256", "256x128t512", "128x128t128", "64x64s6", "128x128x32s2"])
+def test_tma_with_tiles_and_stages_set_by_hand(extra):
+    """Several tiles per block in turn: the stages' barriers run on across tiles and K loops of
+    a few K tiles (fewer than the stages, too)."""
+    size = (1000, 1032, 520)
+    run_and_check(grid(("float16", "float16", "float32"), "rcr", size, 900, False, *extra),
+                  np.random.default_rng(12), batch=3, alpha=1, beta=1)
+    assert tma_launches(size)

@@ -271,3 +271,62 @@ extern "C" __global__ void tiles(const g::a_t* a, const g::b_t* b, g::c_t* c) {
     assert "mainloop" in source and "problem_lda" in source
     kernel = compile_kernel(source, "tiles", sm=900)
     assert kernel.cubin[:4] == b"\x7fELF"
+
+
+# --- TMA (sm_90: a producer warpgroup copies A and B by tensor maps) ---------------------------
+
+WGMMA_FAMILIES = [("float16", "float16", "float32"), ("bfloat16", "bfloat16", "float32"), ("float16",) * 3,
+                  ("tfloat32", "tfloat32", "float32"), ("float8_e4m3", "float8_e5m2", "float32"),
+                  ("int8", "int8", "int32")]
+
+
+def test_tma_runs_on_16_byte_aligned_wgmma_tiles_only():
+    aligned = blasdx.plan.grid_with_alignment(grid().plan, (16, 16, 16))
+    assert aligned.tma and aligned.threads == aligned.tile.threads + 128
+    assert aligned.block_dim == (aligned.threads, 1, 1)
+    assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).tma  # A's pointer
+    assert not blasdx.plan.grid_with_alignment(grid(size=(4096, 4096, 4093)).plan, (16, 16, 16)).tma  # odd ld
+    assert not blasdx.plan.grid_with_alignment(grid(sm=800).plan, (16, 16, 16)).tma  # no wgmma tile
+    assert not blasdx.plan.grid_with_alignment(grid(InstructionFamily("mma")).plan, (16, 16, 16)).tma
+    f64 = Size(512, 512, 512) + Precision("float64") + RCR + SM(900) + Grid()
+    assert not blasdx.plan.grid_with_alignment(f64.plan, (16, 16, 16)).tma
+
+
+def test_tma_slabs_follow_the_swizzled_tile():
+    desc = grid().replace(Arrangement("col_major", "row_major", "row_major"))
+    p = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    a, b = p.tma_operand("a"), p.tma_operand("b")
+    # column-major A: m contiguous, 128-byte slabs of 64 m and tile k rows, one per 64 of the tile's m
+    assert (a.k_inner, a.slabs, a.slab_rows, a.slab_elements) == (False, p.tile.m // 64, p.tile.k, 64)
+    assert (b.k_inner, b.slabs, b.slab_rows) == (False, p.tile.n // 64, p.tile.k)
+    assert a.slabs * a.slab_bytes == p.tile.a.smem_bytes and b.slabs * b.slab_bytes == p.tile.b.smem_bytes
+    assert p.consumer_registers * p.tile.threads + 128 * 40 <= 65536
+
+
+def _compile_tma(desc, arch=900, **hooks):
+    aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    assert aligned.tma
+    fusion = blasdx.pipeline.fusion(desc, hooks.pop("prologue", None), hooks.pop("epilogue", None), None, None,
+                                    hooks.pop("c_load", None), None, hooks.pop("bias", False))
+    source = blasdx.pipeline.kernel_source(aligned, fusion)
+    assert "produce_range" in source and "__grid_constant__ blasdx::tensor_map" in source
+    return blasdx.pipeline.compile_for_arch(aligned, arch, fusion)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("prec", WGMMA_FAMILIES, ids=lambda p: f"{p[0]}-{p[2]}")
+def test_the_tma_kernel_compiles(prec):
+    desc = Size(1000, 600, 336) + Precision(*prec) + RCR + SM(900) + Grid()
+    assert _compile_tma(desc).cubin[:4] == b"\x7fELF"
+    # a prologue: the tile multiplies by mma.sync from the same TMA-copied stages
+    assert _compile_tma(desc, bias=True, epilogue="relu", prologue="negate").cubin[:4] == b"\x7fELF"
+    split = Size(192, 128, 4096) + Precision(*prec) + RCR + SM(900) + Grid()
+    assert split.plan.split_k and _compile_tma(split, bias=True).cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("arrangement", ["".join(x) for x in itertools.product("rc", repeat=3)])
+def test_the_tma_kernel_compiles_in_every_arrangement(arrangement):
+    layouts = {"r": "row_major", "c": "col_major"}
+    desc = Size(320, 256, 192) + F16F32 + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Grid()
+    assert _compile_tma(desc).cubin[:4] == b"\x7fELF"

@@ -17,6 +17,7 @@ import jinja2
 from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..plan import GemmPlan, GridPlan, MatrixPlan
+from ..plan.grid import PRODUCER_REGISTERS, TmaOperand
 from ..plan.kernel import kernel_parameters
 from .hooks import NO_FUSION, Fusion
 from .naming import check_namespace
@@ -188,21 +189,33 @@ def render_grid_device_source(plan: GridPlan, name: str = "gemm") -> str:
 def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
     """The complete source of the grid kernel behind a Grid() descriptor's ``execute()``."""
     ns = BATCHED_NAMESPACE
+    tma = {}
+    if plan.tma:
+        tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0"), "b_tma": _tma_context(plan.tma_operand("b"), "col0"),
+               "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
     return _template("grid.cu.j2").render(
-        common=render_common(), device=render_grid_block(plan, ns), ns=ns, threads=plan.threads,
-        kernel_name=name, swizzled=plan.tile.a.swizzle > 0, acc_bytes=plan.accumulator_bytes,
-        acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
-        **_fusion_context(ns, fusion, grid=True))
+        common=render_common(), device=render_grid_block(plan, ns), ns=ns, block_threads=plan.threads,
+        tile_threads=plan.tile.threads, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
+        acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
+        tma=plan.tma, **tma, **_fusion_context(ns, fusion, grid=True, tma=plan.tma))
 
 
-def _fusion_context(ns: str, fusion: Fusion, grid: bool = False) -> dict:
+def _tma_context(operand: TmaOperand, origin: str) -> dict:
+    """What tma.cuh.j2 prints of one operand: its slabs and the box coordinates of slab 0
+    (``k0`` along k; ``origin``, the tile's row0 or col0, along m or n)."""
+    inner, outer = ("k0", origin) if operand.k_inner else (origin, "k0")
+    return {"slabs": operand.slabs, "slab_bytes": operand.slab_bytes, "slab_elements": operand.slab_elements,
+            "inner_origin": inner, "outer_origin": outer}
+
+
+def _fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False) -> dict:
     """What hooks.cuh.j2 and a kernel's parameter list print of ``fusion``."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
-                  for p in kernel_parameters(fusion.bias, grid)]
+                  for p in kernel_parameters(fusion.bias, grid, tma)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias}
 
 

@@ -31,10 +31,36 @@ MAX_SUGGESTED_STAGES = 4
 # Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
 # running at once share rows of A and columns of B in L2.
 GROUP_M = 8
+# The TMA kernel's producer warpgroup (GridPlan.tma), and the registers each of its threads keeps
+# (setmaxnreg): one thread issues the copies; the rest of the register file goes to the tile's.
+PRODUCER_THREADS = 128
+PRODUCER_REGISTERS = 40
+# Registers per thread a Hopper SM has for one block, and the most setmaxnreg gives a thread.
+REGISTER_FILE = 65536
+MAX_THREAD_REGISTERS = 240
 # Split-K: parts of a tile's K loop at most, and K tiles each part takes at least (a pipeline
 # of a few stages needs a few K tiles to fill).
 MAX_SPLITS = 16
 MIN_SPLIT_K_TILES = 4
+
+
+@dataclass(frozen=True)
+class TmaOperand:
+    """One operand's part of a stage as the TMA kernel copies it: ``slabs`` boxes of
+    ``slab_rows`` rows of ``swizzle`` bytes (``slab_elements`` elements) each, the tile's
+    swizzled layout (blasdx::swizzled_offset), which the copies write swizzled."""
+
+    name: str  # "a" or "b"
+    k_inner: bool  # whether k is the operand's contiguous dimension (else m for A, n for B)
+    slabs: int
+    slab_rows: int
+    slab_elements: int
+    swizzle: int
+    element_size: int
+
+    @property
+    def slab_bytes(self) -> int:
+        return self.slab_rows * self.swizzle
 
 
 @dataclass(frozen=True)
@@ -59,6 +85,10 @@ class GridPlan:
     # item has fewer tiles than GRID_MIN_TILES; elsewhere the kernel leaves that code out (its
     # registers would cost every tile).
     split_k: bool = False
+    # Whether A and B come by TMA (sm_90): a producer warpgroup copies each K tile's swizzled
+    # slabs (TmaOperand) while the tile's warpgroups multiply. grid_with_alignment decides, from
+    # the arrays' alignment; the cp.async K loop (mainloop_range) runs elsewhere.
+    tma: bool = False
 
     @cached_property
     def _hash(self) -> int:
@@ -77,11 +107,41 @@ class GridPlan:
 
     @property
     def block_dim(self) -> tuple[int, int, int]:
-        return self.tile.block_dim
+        return (self.threads, 1, 1) if self.tma else self.tile.block_dim
 
     @property
     def threads(self) -> int:
-        return self.tile.threads
+        """Threads of the kernel's blocks: the tile's, and the producer warpgroup's with TMA."""
+        return self.tile.threads + (PRODUCER_THREADS if self.tma else 0)
+
+    @property
+    def launch_registers(self) -> int:
+        """Registers per thread the TMA kernel's blocks start with: as many as the register file
+        gives each thread of one block (ptxas compiles a kernel with setmaxnreg to that)."""
+        return REGISTER_FILE // self.threads // 8 * 8
+
+    @property
+    def consumer_registers(self) -> int:
+        """Registers per thread of the tile's warpgroups in the TMA kernel, after setmaxnreg: the
+        launch's plus their share of what the producer gives back, which is all the block has
+        (setmaxnreg.inc waits for registers that never come where this asks more)."""
+        base = self.launch_registers
+        released = PRODUCER_THREADS * (base - PRODUCER_REGISTERS)
+        return min(MAX_THREAD_REGISTERS, base + released // self.tile.threads) // 8 * 8
+
+    def registers_balance(self, launch_registers: int) -> bool:
+        """Whether the tile's warpgroups get their consumer_registers from what the producer
+        gives back, where the compiled kernel starts with ``launch_registers`` per thread."""
+        grow = max(0, self.consumer_registers - launch_registers) * self.tile.threads
+        return grow <= PRODUCER_THREADS * (launch_registers - PRODUCER_REGISTERS)
+
+    def tma_operand(self, name: str) -> TmaOperand:
+        """How the TMA kernel copies operand ``name`` ("a" or "b") of a stage."""
+        part = getattr(self.tile, name)
+        return TmaOperand(name=name, k_inner=(part.layout == "row_major") == (name == "a"),
+                          slabs=part.inner * part.element_size // part.swizzle, slab_rows=part.outer,
+                          slab_elements=part.swizzle // part.element_size, swizzle=part.swizzle,
+                          element_size=part.element_size)
 
     @property
     def tiles_m(self) -> int:
@@ -188,6 +248,17 @@ def grid_with_alignment(plan: GridPlan, alignment: tuple[int, int, int]) -> Grid
         align = max(whole.alignment, min(16, align, ld_bytes & -ld_bytes))
         vec = vector_bytes_of(align, x.inner * x.element_size, ld_bytes)
         mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
-    if mats["a"] == tile.a and mats["b"] == tile.b:
+    tma = tma_runs(plan, mats["a"].alignment, mats["b"].alignment)
+    if mats["a"] == tile.a and mats["b"] == tile.b and tma == plan.tma:
         return plan
-    return replace(plan, tile=replace(tile, a=mats["a"], b=mats["b"]))
+    return replace(plan, tile=replace(tile, a=mats["a"], b=mats["b"]), tma=tma)
+
+
+def tma_runs(plan: GridPlan, a_alignment: int, b_alignment: int) -> bool:
+    """Whether the grid kernel copies A and B by TMA: on sm_90+, where the tile is wgmma's
+    (A and B in swizzled slabs) and both arrays start, and step between rows and batch items,
+    on multiples of 16 bytes (``*_alignment`` says so of the pointer, the batch stride and the
+    leading dimension), as the tensor maps need."""
+    whole = (plan.a, plan.b)
+    return (plan.sm >= 900 and plan.tile.a.swizzle > 0 and plan.tile.b.swizzle > 0 and a_alignment >= 16
+            and b_alignment >= 16 and all(x.ld * x.element_size % 16 == 0 and x.ld * x.element_size < 2**40 for x in whole))

@@ -39,11 +39,15 @@ BIAS_PARAMETERS = (KernelParameter("bias", "const void*"),) + tuple(
 KERNEL_PARAMETERS = PER_CALL_PARAMETERS + BATCH_PARAMETERS
 # The grid kernel's, last: the K loop's splits per tile (1: none) and split-K's workspace.
 GRID_PARAMETERS = (KernelParameter("splits", "long long"), KernelParameter("workspace", "void*"))
+# The TMA grid kernel's, after those: the tensor maps of A and B (blasdx.runtime.tensor_map).
+TMA_PARAMETERS = (KernelParameter("a_map", "const __grid_constant__ blasdx::tensor_map"),
+                  KernelParameter("b_map", "const __grid_constant__ blasdx::tensor_map"))
 
 
-def kernel_parameters(has_bias: bool, grid: bool = False) -> tuple[KernelParameter, ...]:
+def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False) -> tuple[KernelParameter, ...]:
     """The batched (or grid) kernel's parameters, in order."""
-    return KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ()) + (GRID_PARAMETERS if grid else ())
+    return (KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ()) + (GRID_PARAMETERS if grid else ())
+            + (TMA_PARAMETERS if tma else ()))
 
 
 def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:

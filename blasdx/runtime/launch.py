@@ -22,9 +22,10 @@ import numpy as np
 
 from ..compiler import CompiledKernel
 from ..plan import GemmPlan, GridPlan
-from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, kernel_parameters
+from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, TMA_PARAMETERS, kernel_parameters
 from .arguments import BiasView, MatrixView, scalar
 from .device import cupy_module, stream_of
+from .tensor_map import TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES, OperandLayout, TensorMap
 
 if TYPE_CHECKING:
     from ..codegen.hooks import Fusion
@@ -67,12 +68,17 @@ def _slot_bytes(value: Any) -> bytes:
 
 class ArgumentBlock:
     """A launch's arguments as cuLaunchKernel's ``kernelParams`` takes them: ``count``
-    slots of _SLOT bytes and an array of their addresses (at ``address``)."""
+    slots of _SLOT bytes, then ``tensor_maps`` slots of TENSOR_MAP_BYTES (aligned to
+    TENSOR_MAP_ALIGNMENT), and an array of their addresses (at ``address``)."""
 
-    def __init__(self, count: int) -> None:
-        self.values = ctypes.create_string_buffer(count * _SLOT)
+    def __init__(self, count: int, tensor_maps: int = 0) -> None:
+        plain = count * _SLOT
+        self.values = ctypes.create_string_buffer(plain + tensor_maps * TENSOR_MAP_BYTES + TENSOR_MAP_ALIGNMENT)
         base = ctypes.addressof(self.values)
-        self._slots = (ctypes.c_void_p * count)(*(base + i * _SLOT for i in range(count)))
+        first_map = -(-(base + plain) // TENSOR_MAP_ALIGNMENT) * TENSOR_MAP_ALIGNMENT
+        self.map_addresses = tuple(first_map + i * TENSOR_MAP_BYTES for i in range(tensor_maps))
+        addresses = [base + i * _SLOT for i in range(count)] + list(self.map_addresses)
+        self._slots = (ctypes.c_void_p * len(addresses))(*addresses)
         self.address = ctypes.addressof(self._slots)
 
     def put_int64(self, index: int, value: int) -> None:
@@ -99,6 +105,9 @@ class BoundLaunch:
     # A grid kernel's K-loop splits per tile and the bytes of their workspace (0: no split-K).
     splits: int = 1
     workspace_bytes: int = 0
+    splits_offset: int = 0  # where the splits' and workspace's slots start in the block (a grid kernel's)
+    # The TMA grid kernel's tensor maps of A and B, written into their slots per call.
+    tensor_maps: tuple[TensorMap, TensorMap] | None = field(default=None, compare=False, hash=False)
 
     def launch(self, pa: int, pb: int, pc: int, scalars: bytes, stream: int, pbias: int = 0) -> None:
         """Launch on data pointers, alpha and beta as their slots' bytes (``scalar_bytes``),
@@ -111,9 +120,12 @@ class BoundLaunch:
             if self.has_bias:
                 _BIAS_POINTER.pack_into(arguments.values, _BIAS_OFFSET, pbias)
             if self.workspace_bytes:
-                _SPLITS_AND_WORKSPACE.pack_into(arguments.values, len(arguments.values) - 2 * _SLOT,
+                _SPLITS_AND_WORKSPACE.pack_into(arguments.values, self.splits_offset,
                                                 1 if workspace is None else self.splits,
                                                 0 if workspace is None else workspace.data.ptr)
+            if self.tensor_maps is not None:
+                self.tensor_maps[0].write(pa)
+                self.tensor_maps[1].write(pb)
             self.launch_kernel(*self.dimensions, stream, arguments.address, 0)
 
     def _workspace(self, stream: int) -> Any:
@@ -164,20 +176,38 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
         fixed.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bias.strides))
     if grid_plan is not None:
         fixed["splits"] = splits  # the workspace pointer comes per call where splits > 1
-    parameters = kernel_parameters(bias is not None, grid_plan is not None)
-    arguments = ArgumentBlock(len(parameters))
-    for index, parameter in enumerate(parameters):
+    tma = grid_plan is not None and grid_plan.tma
+    parameters = kernel_parameters(bias is not None, grid_plan is not None, tma)
+    plain = [p for p in parameters if p not in TMA_PARAMETERS]
+    arguments = ArgumentBlock(len(plain), len(parameters) - len(plain))
+    for index, parameter in enumerate(plain):
         if parameter.name in fixed:
             arguments.put_int64(index, fixed[parameter.name])
     grid = int(min(tiles * splits, kernel.resident_blocks))
     workspace_bytes = 0 if splits == 1 or grid_plan is None else grid_plan.workspace_bytes(tiles, splits)
+    tensor_maps = None
+    if tma:
+        assert grid_plan is not None
+        a_map, b_map = (TensorMap(operand_layout(grid_plan, x, v, batch), address)
+                        for x, v, address in zip("ab", (va, vb), arguments.map_addresses))
+        tensor_maps = (a_map, b_map)
     return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits,
-                       workspace_bytes=workspace_bytes,
+                       workspace_bytes=workspace_bytes, tensor_maps=tensor_maps,
+                       splits_offset=_SLOT * next((i for i, p in enumerate(plain) if p.name == "splits"), 0),
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
                        arguments=arguments,
                        dimensions=(kernel.function.ptr, grid, 1, 1, *kernel.compiled.block_dim,
                                    kernel.compiled.shared_memory_size),
                        launch_kernel=cupy_module().cuda.driver.launchKernel)
+
+
+def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int) -> OperandLayout:
+    """Operand ``name`` of a TMA grid launch as its tensor map sees it: the whole matrix (its
+    contiguous dimension first) of each of ``batch`` items, the box one slab of a stage."""
+    whole, part = getattr(plan, name), plan.tma_operand(name)
+    return OperandLayout(element_size=whole.element_size, inner=whole.inner, outer=whole.outer, batch=batch,
+                         ld=whole.ld, batch_stride=view.strides[0] if view.batch is not None else 0,
+                         box_inner=part.slab_elements, box_outer=part.slab_rows, swizzle=part.swizzle)
 
 
 def launch_signature(ndarray: Any, tensor: Any, plan: GemmPlan | GridPlan, fusion: Fusion, a: Any, b: Any, c: Any,
