@@ -1,7 +1,8 @@
 """The grid-level GEMM (Grid()) against torch.matmul (cuBLAS) in one run, on PyTorch tensors of
 random data, after warm-up, timed with CUDA events (median of --repeats): issue 20's cases
 (float16/bfloat16 4096^3 and 8192^3, odd sizes, float32 and float64 4096^3), the fused
-gelu(a @ b + bias) against torch's three kernels, and sweeps of Stages and Tile on 4096^3.
+gelu(a @ b + bias) against torch's three kernels, and sweeps of Stages and Tile (4096^3, 8192^3 and
+4000x3000x1000).
 Every blasdx result is checked against torch (float64 for the odd sizes) before it is timed.
 
     python3 benchmarks/grid_gemm.py [--repeats 20] [--quick] [--out results.json]
@@ -93,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="issue 20's main cases only")
-    parser.add_argument("--sweep-only", action="store_true", help="the Stages and Tile sweep on 4096^3 only")
+    parser.add_argument("--sweep-only", action="store_true", help="the Stages and Tile sweep (4096^3, 8192^3, 4000x3000x1000) only")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     import torch
@@ -116,11 +117,15 @@ def main() -> None:
         rows.append(fused_case(m, n, k, r))
         print(json.dumps(rows[-1]), flush=True)
     if not args.quick or args.sweep_only:
-        for extra in [(Stages(2),), (Stages(3),), (Tile(128, 256, 64),), (Tile(256, 128, 32), Stages(6)),
-                      (Tile(128, 128, 64),), (Tile(128, 128, 64), Stages(5)), (Tile(128, 128, 64), BlockDim(512)),
-                      (Tile(128, 256, 64), BlockDim(256), Stages(3))]:
-            rows.append(gemm_case(4096, 4096, 4096, f16f32, r, extra))
-            print(json.dumps(rows[-1]), flush=True)
+        sweep = [(Stages(2),), (Stages(3),), (Tile(128, 256, 64),), (Tile(256, 128, 32), Stages(6)),
+                 (Tile(128, 128, 64),), (Tile(128, 128, 64), Stages(6)), (Tile(128, 128, 64), BlockDim(128)),
+                 (Tile(128, 256, 64), BlockDim(256), Stages(3)), (Tile(128, 256, 64), BlockDim(256), Stages(4)),
+                 (Tile(256, 128, 64), BlockDim(256)), (Tile(256, 128, 64), BlockDim(256), Stages(3)),
+                 (Tile(128, 192, 64), BlockDim(256))]
+        for size in [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 1000)]:
+            for extra in [()] + sweep:
+                rows.append(gemm_case(*size, f16f32, r, extra))
+                print(json.dumps(rows[-1]), flush=True)
     name = torch.cuda.get_device_name()
     print(f"\nSUMMARY {name}, blasdx {blasdx.__version__}: grid-level GEMM vs torch.matmul (TFLOP/s, ratio = torch time / "
           f"blasdx time)")
