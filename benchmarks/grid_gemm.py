@@ -74,10 +74,12 @@ def gemm_case(m, n, k, prec, repeats, extra=()):
             "ratio": torch_ms / blasdx_ms}
 
 
-def fused_case(m, n, k, repeats):
+def fused_case(m, n, k, repeats, extra=()):
     import torch
 
     desc = Size(m, n, k) + Precision("float16") + RCR + SM(900) + Grid()
+    for op in extra:
+        desc = desc + op
     a, b, c = operands(m, n, k, torch.float16, torch.float16)
     bias = torch.randn(n, device="cuda", dtype=torch.float16)
     desc.execute(a, b, c, bias=bias, epilogue="gelu")
@@ -86,8 +88,12 @@ def fused_case(m, n, k, repeats):
     blasdx_ms = timed(lambda: desc.execute(a, b, c, bias=bias, epilogue="gelu"), repeats)
     torch_ms = timed(lambda: torch.nn.functional.gelu(a @ b + bias), repeats)
     plain_ms = timed(lambda: desc.execute(a, b, c), repeats)
-    return {"case": f"gelu(a @ b + bias) {m}x{n}x{k} f16", "blasdx_ms": blasdx_ms, "torch_ms": torch_ms,
+    return {"case": f"gelu(a @ b + bias) {m}x{n}x{k} f16" + "".join(f" {op!r}" for op in extra), "blasdx_ms": blasdx_ms, "torch_ms": torch_ms,
             "blasdx_plain_ms": plain_ms, "ratio": torch_ms / blasdx_ms}
+
+
+# Tiles small enough for two blocks of the TMA kernel on an SM (GridPlan.blocks_per_sm).
+TWO_BLOCKS_A_SM = [(Tile(64, 128, 64), BlockDim(128), Stages(3)), (Tile(128, 64, 64), BlockDim(128), Stages(4))]
 
 
 def main() -> None:
@@ -121,10 +127,14 @@ def main() -> None:
                  (Tile(128, 128, 64),), (Tile(128, 128, 64), Stages(6)), (Tile(128, 128, 64), BlockDim(128)),
                  (Tile(128, 256, 64), BlockDim(256), Stages(3)), (Tile(128, 256, 64), BlockDim(256), Stages(4)),
                  (Tile(256, 128, 64), BlockDim(256)), (Tile(256, 128, 64), BlockDim(256), Stages(3)),
-                 (Tile(128, 192, 64), BlockDim(256))]
+                 (Tile(128, 192, 64), BlockDim(256)), TWO_BLOCKS_A_SM[0], TWO_BLOCKS_A_SM[1]]
         for size in [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 1000)]:
             for extra in [()] + sweep:
                 rows.append(gemm_case(*size, f16f32, r, extra))
+                print(json.dumps(rows[-1]), flush=True)
+        for m, n, k in [(4096, 4096, 4096), (4000, 3000, 1000)]:
+            for extra in [(Tile(128, 256, 64),), (Tile(128, 128, 64), BlockDim(128)), *TWO_BLOCKS_A_SM]:
+                rows.append(fused_case(m, n, k, r, extra))
                 print(json.dumps(rows[-1]), flush=True)
     name = torch.cuda.get_device_name()
     print(f"\nSUMMARY {name}, blasdx {blasdx.__version__}: grid-level GEMM vs torch.matmul (TFLOP/s, ratio = torch time / "

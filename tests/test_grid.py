@@ -200,6 +200,10 @@ def test_explain_names_tiles_loop_order_and_instruction():
     assert "cp.async copies the next 2 K tiles" in grid(Stages(3), InstructionFamily("mma")).explain()
     assert "lda 1008, ldb 1008" in grid(size=(3001, 2999, 1001)).explain()  # 2-byte copies: pad to 16 bytes
     assert "copies narrower" not in grid(size=(3000, 3000, 1000)).explain()
+    assert "copies: TMA where A and B start" in text and "128 more threads" in text
+    assert "copies: TMA" not in grid(InstructionFamily("mma")).explain()  # the tile is not wgmma's
+    shared = grid(Tile(64, 128, 64), BlockDim(128), Stages(3)).explain()
+    assert "two blocks share an SM" in shared
 
 
 # --- compiles ---------------------------------------------------------------------------------
@@ -301,6 +305,19 @@ def test_tma_slabs_follow_the_swizzled_tile():
     assert (b.k_inner, b.slabs, b.slab_rows) == (False, p.tile.n // 64, p.tile.k)
     assert a.slabs * a.slab_bytes == p.tile.a.smem_bytes and b.slabs * b.slab_bytes == p.tile.b.smem_bytes
     assert p.consumer_registers * p.tile.threads + 128 * 40 <= 65536
+
+
+def test_tma_blocks_share_an_sm_where_stages_and_registers_allow():
+    def plan(*ops):
+        return blasdx.plan.grid_with_alignment(grid(*ops).plan, (16, 16, 16))
+
+    assert plan().blocks_per_sm == 1  # 4 stages of 48 KiB
+    small = plan(Tile(64, 128, 64), BlockDim(128), Stages(3))  # 3 x 24 KiB, 64 accumulators a thread
+    assert small.blocks_per_sm == 2 and small.launch_registers == 128
+    assert plan(Tile(128, 128, 64), BlockDim(256), Stages(3)).blocks_per_sm == 1  # 80 registers: too few
+    # what the producer gives back covers what the tile's threads take, at the compiled count
+    assert small.registers_balance(small.launch_registers)
+    assert not small.registers_balance(small.launch_registers - 16)
 
 
 def _compile_tma(desc, arch=900, **hooks):

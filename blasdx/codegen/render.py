@@ -177,7 +177,8 @@ def render_grid_block(plan: GridPlan, name: str) -> str:
         problem_lda=plan.a.ld, problem_ldb=plan.b.ld, problem_ldc=plan.c.ld,
         a=_matrix_context(plan.a, False), b=_matrix_context(plan.b, False), c=_matrix_context(plan.c, False),
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
-        swizzled=tile.a.swizzle > 0, overlapped=tile.instruction.is_wgmma and plan.stages >= 3, split_k=plan.split_k)
+        swizzled=tile.a.swizzle > 0, overlapped=tile.instruction.is_wgmma and plan.stages >= 3, split_k=plan.split_k,
+        paired_store=tile.instruction.is_mma)
     return render_block(tile, name) + "\n" + grid
 
 
@@ -195,7 +196,7 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
     return _template("grid.cu.j2").render(
         common=render_common(), device=render_grid_block(plan, ns), ns=ns, block_threads=plan.threads,
-        tile_threads=plan.tile.threads, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
+        tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         tma=plan.tma, **tma, **_fusion_context(ns, fusion, grid=True, tma=plan.tma))
 

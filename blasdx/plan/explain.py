@@ -116,9 +116,14 @@ def explain_grid(desc: Descriptor) -> str:
     ops = desc.operator_map
     launched = grid_with_alignment(p, (16, 16, 16))
     given = {kind: "given" if kind in ops else "suggested" for kind in ("Tile", "Stages", "BlockDim")}
-    overlap = ("the multiply of each K tile runs while the next one's ends and the copies of the following "
-               f"{p.stages - 2} run" if t.instruction.is_wgmma and p.stages >= 3 else
-               f"cp.async copies the next {p.stages - 1} K tiles while the block multiplies one")
+    if launched.tma:
+        overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies, and each "
+                   "multiply runs while the one before it ends")
+    elif t.instruction.is_wgmma and p.stages >= 3:
+        overlap = (f"the multiply of each K tile runs while the next one's ends and the copies of the following "
+                   f"{p.stages - 2} run")
+    else:
+        overlap = f"cp.async copies the next {p.stages - 1} K tiles while the block multiplies one"
     lines = [
         f"blasdx GEMM: {desc!r}",
         f"kernel: {launched.kernel_name} (grid-level: Size is the whole problem)",
@@ -135,9 +140,7 @@ def explain_grid(desc: Descriptor) -> str:
         f"from CuPy's pool; the last part to finish adds them up in order (the same result whichever it is). Not "
         f"under stream capture (CUDA graphs)",
         "epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)",
-        f"copies on 16-byte aligned arrays: A {launched.tile.a.vector_bytes} and B {launched.tile.b.vector_bytes} "
-        f"bytes at a time (cp.async where 4 or more), from leading dimensions {p.a.ld} and {p.b.ld}"
-        + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
+        _copies_line(launched) + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
         "each tile is the block GEMM of tile_descriptor:",
     ]
     # The tile's instruction, its conditions and how its warps split it; its own copies,
@@ -145,6 +148,22 @@ def explain_grid(desc: Descriptor) -> str:
     tile_lines = explain(desc.tile_descriptor).splitlines()
     lines += ["  " + line for line in tile_lines if line.startswith(_TILE_LINES)]
     return "\n".join(lines)
+
+
+def _copies_line(p: GridPlan) -> str:
+    """How the K loop copies A and B on 16-byte aligned arrays (``p`` planned for them)."""
+    cp_async = (f"A {p.tile.a.vector_bytes} and B {p.tile.b.vector_bytes} bytes at a time (cp.async where 4 or "
+                f"more), from leading dimensions {p.a.ld} and {p.b.ld}")
+    if not p.tma:
+        return f"copies on 16-byte aligned arrays: {cp_async}"
+    a, b = p.tma_operand("a"), p.tma_operand("b")
+    sharing = "; two blocks share an SM, one's epilogue running while the other multiplies" if p.blocks_per_sm == 2 else ""
+    return (f"copies: TMA where A and B start, and step between rows and batch items, on multiples of 16 bytes: a "
+            f"producer warpgroup ({p.threads - p.tile.threads} more threads a block, one of which copies) brings "
+            f"each K tile as {_count(a.slabs, 'slab')} of A and {_count(b.slabs, 'slab')} of B ({a.swizzle}-byte "
+            f"swizzled rows, as wgmma reads them) into the next free stage, the next tile's while this one's "
+            f"epilogue runs; mbarriers say when a stage has landed and when it is free{sharing}. Elsewhere "
+            f"{cp_async}")
 
 
 def _narrow_copies_hint(p: GridPlan, suggested_lds: tuple[int, int, int]) -> str:
@@ -155,7 +174,8 @@ def _narrow_copies_hint(p: GridPlan, suggested_lds: tuple[int, int, int]) -> str
     suggested = ", ".join(f"ld{name} {suggested_lds['abc'.index(name)]}" for name in narrow)
     return (f"; copies narrower than 16 bytes take more instructions, and under 4 bytes they wait for their data "
             f"instead of running ahead (slow): leading dimensions of multiples of 16 bytes ({suggested}, "
-            f"suggested_leading_dimension, with LeadingDimension and arrays padded so) copy 16 bytes with cp.async")
+            f"suggested_leading_dimension, with LeadingDimension and arrays padded so) copy 16 bytes with cp.async, "
+            f"or by TMA where the tile is wgmma's")
 
 
 _TILE_LINES = ("instruction:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")

@@ -38,6 +38,12 @@ PRODUCER_REGISTERS = 40
 # Registers per thread a Hopper SM has for one block, and the most setmaxnreg gives a thread.
 REGISTER_FILE = 65536
 MAX_THREAD_REGISTERS = 240
+# Registers a tile's thread needs beside its accumulators (addresses, the epilogue's values)
+# for the TMA kernel to run two blocks on an SM; and the static shared memory that kernel takes
+# (its mbarriers, at most), with the 1 KiB the GPU keeps for each block.
+SPARE_REGISTERS = 32
+TMA_STATIC_SHARED = 256
+BLOCK_RESERVED_SHARED = 1024
 # Split-K: parts of a tile's K loop at most, and K tiles each part takes at least (a pipeline
 # of a few stages needs a few K tiles to fill).
 MAX_SPLITS = 16
@@ -115,17 +121,37 @@ class GridPlan:
         return self.tile.threads + (PRODUCER_THREADS if self.tma else 0)
 
     @property
+    def blocks_per_sm(self) -> int:
+        """Blocks of the TMA kernel an SM runs at once: two where their stages fit in its shared
+        memory twice and half the register file leaves the threads their accumulators and some
+        (one block's epilogue then runs while the other multiplies); else one. 1 without TMA."""
+        if not self.tma:
+            return 1
+        per_block = self.kernel_shared_memory_size + TMA_STATIC_SHARED + BLOCK_RESERVED_SHARED
+        accumulators = self.tile.accumulator_size * self.accumulator_bytes // 4
+        fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
+        # ptxas compiles all of the kernel within its launch's registers (setmaxnreg adds none to the
+        # code, it only keeps the producer's from the tile's), so those must hold the accumulators.
+        return 2 if fits and self._launch_registers(2) >= accumulators + SPARE_REGISTERS else 1
+
+    @property
     def launch_registers(self) -> int:
         """Registers per thread the TMA kernel's blocks start with: as many as the register file
-        gives each thread of one block (ptxas compiles a kernel with setmaxnreg to that)."""
-        return REGISTER_FILE // self.threads // 8 * 8
+        gives each thread of blocks_per_sm blocks (ptxas compiles a kernel with setmaxnreg to that)."""
+        return self._launch_registers(self.blocks_per_sm)
 
     @property
     def consumer_registers(self) -> int:
         """Registers per thread of the tile's warpgroups in the TMA kernel, after setmaxnreg: the
         launch's plus their share of what the producer gives back, which is all the block has
         (setmaxnreg.inc waits for registers that never come where this asks more)."""
-        base = self.launch_registers
+        return self._consumer_registers(self.blocks_per_sm)
+
+    def _launch_registers(self, blocks: int) -> int:
+        return REGISTER_FILE // (self.threads * blocks) // 8 * 8
+
+    def _consumer_registers(self, blocks: int) -> int:
+        base = self._launch_registers(blocks)
         released = PRODUCER_THREADS * (base - PRODUCER_REGISTERS)
         return min(MAX_THREAD_REGISTERS, base + released // self.tile.threads) // 8 * 8
 
