@@ -1,11 +1,13 @@
 """The grid-level GEMM (``Grid()``): a problem of any size over many blocks.
 
-Each block computes tiles of C, one after another: for a tile, a pipelined K loop copies
-``stages - 1`` K tiles of A and B ahead (cp.async) while the block GEMM of the tile
-(``tile``, planned from the descriptor's ``tile_descriptor`` like any Block() descriptor)
-multiplies the current one into register accumulators; the epilogue (alpha, beta, hooks,
-bias) then writes the tile from registers. The grid is persistent: as many blocks as the
-GPU runs at once, walking the (batch item, tile) pairs in an L2-friendly order.
+Each block computes tiles of C, one after another: for a tile, a pipelined K loop copies K
+tiles of A and B ahead while the block GEMM of the tile (``tile``, planned from the
+descriptor's ``tile_descriptor`` like any Block() descriptor) multiplies the current one into
+register accumulators; the epilogue (alpha, beta, hooks, bias) then writes the tile from
+registers. The copies are every thread's cp.async, or on sm_90, where the tile is wgmma's and
+the arrays are 16-byte aligned, TMA's from a producer warpgroup (``GridPlan.tma``). The grid
+is persistent: as many blocks as the GPU runs at once, walking the (batch item, tile) pairs
+in an L2-friendly order.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ _SLOT = 16
 _PER_CALL = struct.Struct("<Q8xQ8xQ8x32s")  # alpha's and beta's slots as one field
 _BIAS_POINTER = struct.Struct("<Q")
 _BIAS_OFFSET = len(KERNEL_PARAMETERS) * _SLOT
-# A grid kernel's split count and workspace pointer, in the last two slots.
+# A grid kernel's split count and workspace pointer, in two neighbouring slots (BoundLaunch.splits_offset).
 _SPLITS_AND_WORKSPACE = struct.Struct("<q8xQ")
 _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64

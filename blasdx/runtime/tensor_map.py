@@ -4,7 +4,7 @@ A tensor map (the driver's CUtensorMap, 128 bytes) tells the tensor memory accel
 where a matrix is and how to cut it into boxes: here the whole A or B of a launch, as
 (inner, outer, batch item), with a box of one swizzled slab of a tile's stage. The kernel
 takes it by value; it holds the data pointer, so a call with other arrays writes it again
-(``OperandMaps.write``, ~1 us, skipped while the pointer stays).
+(``TensorMap.write``, skipped while the pointer stays).
 """
 
 from __future__ import annotations
