@@ -5,7 +5,7 @@ gelu(a @ b + bias) against torch's three kernels, and sweeps of Stages and Tile 
 4000x3000x1000).
 Every blasdx result is checked against torch (float64 for the odd sizes) before it is timed.
 
-    python3 benchmarks/grid_gemm.py [--repeats 20] [--quick] [--out results.json]
+    python3 benchmarks/grid_gemm.py [--repeats 20] [--quick | --sweep-only | --sweep-fma] [--out results.json]
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="issue 20's main cases only")
     parser.add_argument("--sweep-only", action="store_true", help="the Stages and Tile sweep (4096^3, 8192^3, 4000x3000x1000) only")
+    parser.add_argument("--sweep-fma", action="store_true",
+                        help="a Tile and BlockDim sweep of float32 (FMA) and float64 (DMMA) 4096^3 only")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     import torch
@@ -116,13 +118,19 @@ def main() -> None:
     if not args.quick:
         cases += [(2048, 2048, 2048, f16), (1024, 1024, 1024, f16), (8191, 8191, 127, f16), (127, 8191, 8191, f16),
                   (3001, 2999, 997, bf16f32), (16384, 256, 4096, f16)]
-    for m, n, k, prec in [] if args.sweep_only else cases:
+    if args.sweep_fma:
+        for prec in [("float32",) * 3, ("float64",) * 3]:
+            for tile in [(64, 64, 16), (128, 64, 16), (128, 128, 16), (128, 128, 8), (64, 64, 32), (128, 64, 32)]:
+                for threads in [(), (BlockDim(128),), (BlockDim(256),)]:
+                    rows.append(gemm_case(4096, 4096, 4096, prec, r, (Tile(*tile), *threads)))
+                    print(json.dumps(rows[-1]), flush=True)
+    for m, n, k, prec in [] if args.sweep_only or args.sweep_fma else cases:
         rows.append(gemm_case(m, n, k, prec, r))
         print(json.dumps(rows[-1]), flush=True)
-    for m, n, k in [] if args.sweep_only else [(4096, 4096, 4096), (4000, 3000, 1000)]:
+    for m, n, k in [] if args.sweep_only or args.sweep_fma else [(4096, 4096, 4096), (4000, 3000, 1000)]:
         rows.append(fused_case(m, n, k, r))
         print(json.dumps(rows[-1]), flush=True)
-    if not args.quick or args.sweep_only:
+    if (not args.quick or args.sweep_only) and not args.sweep_fma:
         sweep = [(Stages(2),), (Stages(3),), (Tile(128, 256, 64),), (Tile(256, 128, 32), Stages(6)),
                  (Tile(128, 128, 64),), (Tile(128, 128, 64), Stages(6)), (Tile(128, 128, 64), BlockDim(128)),
                  (Tile(128, 256, 64), BlockDim(256), Stages(3)), (Tile(128, 256, 64), BlockDim(256), Stages(4)),
