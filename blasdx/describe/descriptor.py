@@ -239,7 +239,7 @@ class Descriptor:
         ``padded_leading_dimension``).
         Packed precisions count values, as their leading dimensions do. For Grid(), whose
         matrices stay in global memory: tight ones rounded up to multiples of 16 bytes, which
-        the tiles' copies move 16 bytes at a time with cp.async."""
+        the tiles' copies move 16 bytes at a time (cp.async), or by TMA on SM 900."""
         self._require(Size, "suggested_leading_dimension")
         self._check_rules()
         arr, esize, pack = arrangement_of(self._ops), element_sizes_of(self._ops), packs_of(self._ops)

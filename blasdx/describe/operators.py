@@ -437,7 +437,7 @@ MAX_STAGES = 8
 
 class Stages(Operator):
     """Stages(s): with Grid(), the K tiles in flight per block: while the block multiplies
-    one, cp.async copies the next s - 1 (2 <= s <= 8)."""
+    one, the next ones are copied (by cp.async, or by TMA on SM 900) (2 <= s <= 8)."""
 
     kind: ClassVar[str] = "Stages"
 
