@@ -13,6 +13,7 @@ import pytest
 import blasdx
 from blasdx import (
     SM,
+    Alignment,
     Arrangement,
     Block,
     BlockDim,
@@ -124,8 +125,8 @@ def test_grid_traits_on_a_block_descriptor_say_so():
     (("int8", "int8", "int32"), False, 800, (128, 128, 64), 256),
     (("int8", "int8", "int32"), False, 900, (256, 128, 128), 512),
     (("tfloat32", "tfloat32", "float32"), False, 900, (256, 128, 32), 512),
-    (("float64",) * 3, False, 900, (64, 64, 16), 128),
-    (("float32",) * 3, False, 900, (128, 64, 16), 256),
+    (("float64",) * 3, False, 900, (128, 128, 32), 512),
+    (("float32",) * 3, False, 900, (128, 128, 32), 256),
     (("float32",) * 3, True, 900, (64, 64, 8), 256),
 ])
 def test_suggested_tile_and_threads(prec, complex_, sm, tile, threads):
@@ -135,6 +136,32 @@ def test_suggested_tile_and_threads(prec, complex_, sm, tile, threads):
     assert tuple(desc.tile) == tuple(desc.suggested_tile) == tile
     assert desc.block_dim.x == threads
     assert desc.shared_memory_size == desc.stages * desc.plan.tile.shared_memory_size <= 232448
+
+
+def test_float32_grid_tiles_take_8x8_micro_tiles_and_block_gemms_8x4():
+    """A Grid() tile runs a long K loop: 8x8 micro-tiles (64 outputs a thread); the batched
+    kernel's GEMM of the same size stays at 8x4. Row-major A with column-major B spreads a
+    micro-tile's columns (group_n 1: a warp's B loads in different banks), and C, whose 16-byte
+    runs would then cross groups, moves element by element."""
+    layouts = {"r": "row_major", "c": "col_major"}
+    for arrangement, group_n in (("rcr", 1), ("rrr", 4), ("ccr", 4), ("crc", 4)):
+        arr = Arrangement(*(layouts[x] for x in arrangement))
+        tile = (Size(4096, 4096, 4096) + Precision("float32") + arr + SM(900) + Grid()).plan.tile
+        block = (Size(128, 128, 32) + Precision("float32") + arr + SM(900) + Block() + BlockDim(256)
+                 + Alignment(16, 16, 16)).plan
+        assert (tile.tile_m, tile.tile_n, tile.group_m, tile.group_n) == (8, 8, 4, group_n), arrangement
+        assert (block.tile_m, block.tile_n, block.group_n) == (8, 4, group_n), arrangement
+        assert tile.fma_vector_loads and block.fma_vector_loads
+        assert block.c_vector == (group_n == 4 or arrangement.endswith("c")), arrangement
+
+
+def test_float64_grid_tiles_take_a_warp_per_32x32():
+    for size, tile, threads in (((4096, 4096, 4096), (128, 128, 32), 512), ((1000, 1000, 4096), (64, 128, 32), 256),
+                                ((300, 200, 100), (64, 64, 32), 128)):
+        desc = Size(*size) + Precision("float64") + RCR + SM(900) + Grid()
+        assert (tuple(desc.tile), desc.block_dim.x) == (tile, threads)
+        assert (desc.plan.tile.tile_m, desc.plan.tile.tile_n) == (32, 32)  # one pass of a warp
+    assert (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(256)).block_dim.x == 256
 
 
 def test_the_tile_shrinks_to_small_problems():

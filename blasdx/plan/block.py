@@ -134,15 +134,19 @@ class GemmPlan:
     def fma_vector_loads(self) -> bool:
         """float FMA: micro-tiles with sides of 4 or 8 read 16 bytes at a time where the
         layout allows (shared-memory leading dimensions multiples of 4)."""
+        # A column-major A (row-major B) is read 16 bytes along m (n): four rows (columns) of a group.
         return (not self.instruction.is_mma and not self.is_complex and self.acc_type == "float"
                 and self.a.cpp_type == self.b.cpp_type == "float"
                 and self.tile_m % 4 == 0 and self.tile_n % 4 == 0
+                and (self.a.layout == "row_major" or self.group_m % 4 == 0)
+                and (self.b.layout == "col_major" or self.group_n % 4 == 0)
                 and self.a.smem_ld % 4 == 0 and self.b.smem_ld % 4 == 0)
 
     @cached_property
     def c_vector(self) -> bool:
         """FMA with C in registers: C's micro-tiles move 16 bytes at a time."""
-        return self.fma_vector_loads and self.c.cpp_type == "float" and self.c.vector_bytes == 16
+        along = self.group_n if self.c.layout == "row_major" else self.group_m  # C's 16 bytes: 4 of a group
+        return self.fma_vector_loads and self.c.cpp_type == "float" and self.c.vector_bytes == 16 and along % 4 == 0
 
     @property
     def kernel_name(self) -> str:
@@ -215,8 +219,9 @@ def _warp_tile(instr: Instruction, m: int, n: int, warps: int, acc_regs: int) ->
     return choice
 
 
-def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES) -> GemmPlan:
-    """The block GEMM's plan for an executable descriptor (``overrides`` fixes choices)."""
+def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_loop: bool = False) -> GemmPlan:
+    """The block GEMM's plan for an executable descriptor (``overrides`` fixes choices);
+    ``long_k_loop``: the GEMM is a Grid() tile, multiplied over a whole problem's K tiles."""
     m, n, k = desc.size
 
     smem = shared_memory_parts_of(desc.operator_map)
@@ -244,7 +249,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES) -> Gemm
         tile_m, tile_n = pm * instr.m, pn * instr.n
         group_m, group_n = tile_m, tile_n
     else:
-        tile_m, tile_n, group_m, group_n = overrides.fma_micro_tile or _fma_micro_tile(desc, acc, threads)
+        tile_m, tile_n, group_m, group_n = overrides.fma_micro_tile or _fma_micro_tile(desc, acc, threads, long_k_loop)
     tiles_m, tiles_n = math.ceil(m / tile_m), math.ceil(n / tile_n)
     # FMA micro-tiles in pairs of threads sharing rows and columns, where the tile counts are even.
     pairs = not instr.is_mma and tiles_m % 2 == 0 and tiles_n % 2 == 0
@@ -264,21 +269,31 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES) -> Gemm
     )
 
 
-def _fma_micro_tile(desc: Descriptor, acc: str, threads: int) -> tuple[int, int, int, int]:
+def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool) -> tuple[int, int, int, int]:
     """(tile_m, tile_n, group_m, group_n) of the FMA path: 2x2 for complex and 64-bit
-    accumulators, 8x4 where ``takes_float_micro_tiles`` (float32 A and B; m, n multiples of
-    8, 4) and each thread has 32 outputs or more, 4x4 for the rest (never larger than
-    m x n). A float 8x4 micro-tile (two groups of four rows, m / 2 apart: whole 8-row blocks
-    would put the two rows of a warp's A load in the same banks) moves 12 16-byte
-    shared-memory loads per 128 FMA where 4x4 moves 8 per 64; benchmarks/ablate_fma.py
-    measures both."""
+    accumulators; where ``takes_float_micro_tiles`` (float32 A and B; m, n multiples of 8, 4),
+    8x8 in a long K loop (a Grid() tile) where each thread has 64 outputs or more (n a multiple
+    of 8), 8x4 where it has 32 or more; 4x4 for the rest (never larger than m x n). The batched
+    kernel's GEMMs, one K tile each, stay at 8x4: on an H100, 2048 of 128x128x32 moved 1671 GB/s
+    with 8x4 and 1507 with 8x8.
+
+    A float micro-tile's rows come in groups of four, m / 2 apart (whole 8-row blocks would put
+    the two rows of a warp's A load in the same banks), and so do its columns, except where A
+    is row-major and B column-major: each of a warp's B loads then reads k along 16 columns,
+    which fall in different banks only as neighbours, so the columns lie n / tile_n apart
+    (group_n 1). 8x4 moves 12 16-byte shared-memory loads per 128 FMA where 4x4 moves 8 per
+    64 (benchmarks/ablate_fma.py), 8x8 16 per 256; on an H100, float32 4096^3 on 128x128 tiles
+    of 256 threads ran 0.56x torch.matmul with 8x4 groups of 4, 0.70x with 8x8 and group_n 1
+    (benchmarks/RESULTS.md)."""
     m, n, _ = desc.size
     if desc.is_complex or acc in ("double", "long long", "unsigned long long"):
         tile_m, tile_n = min(2, m), min(2, n)
         return tile_m, tile_n, tile_m, tile_n
     precision = dict(zip("abc", desc.precision))
     if takes_float_micro_tiles(precision, desc.is_complex, m, n) and m * n >= 32 * threads:
-        return 8, 4, 4, 4
+        tile_n = 8 if long_k_loop and n % 8 == 0 and m * n >= 64 * threads else 4
+        k_contiguous = (desc.arrangement.a, desc.arrangement.b) == ("row_major", "col_major")
+        return 8, tile_n, 4, 1 if k_contiguous else 4
     tile_m, tile_n = min(4, m), min(4, n)
     return tile_m, tile_n, tile_m, tile_n
 

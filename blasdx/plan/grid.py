@@ -238,7 +238,7 @@ def suggested_stages(stage_bytes: int, k_tiles: int, sm: int) -> int:
 def make_grid_plan(desc: Descriptor) -> GridPlan:
     """The grid kernel's plan of an executable Grid() descriptor."""
     tile_desc = desc.tile_descriptor
-    block = make_plan(tile_desc)
+    block = make_plan(tile_desc, long_k_loop=True)
     limit = shared_memory_limit(desc.sm)
     mats, stage_bytes = shared_layout(block, True, True)
     if 2 * stage_bytes > limit:  # unpadded, where padding costs the second stage

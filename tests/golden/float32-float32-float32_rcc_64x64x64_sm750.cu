@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm750_f32f32f32_64x64x64_rcc_t128_9e5e76d4
+// blasdx block GEMM blasdx_gemm_sm750_f32f32f32_64x64x64_rcc_t128_fecda253
 //   64x64x64, fma, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 128 threads of the block (in thread-rank
@@ -138,7 +138,7 @@ constexpr int tile_m = 8, tile_n = 4, tiles_m = 8, tiles_n = 16;
 // A micro-tile's rows come in groups of group_m that lie m / (tile_m / group_m) apart, and
 // its columns in groups of group_n n / (tile_n / group_n) apart: a warp's loads of one
 // group then fall in different banks, which whole 8x4 blocks would not.
-constexpr int group_m = 4, group_n = 4;
+constexpr int group_m = 4, group_n = 1;
 __device__ __forceinline__ int tile_row(int m0, int i) { return m0 + i % group_m + (i / group_m) * (m / (tile_m / group_m)); }
 __device__ __forceinline__ int tile_col(int n0, int j) { return n0 + j % group_n + (j / group_n) * (n / (tile_n / group_n)); }
 constexpr int tiles = 128;
@@ -432,7 +432,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm750_f32f32f32_64x64x64_rcc_t128_9e5e76d4(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm750_f32f32f32_64x64x64_rcc_t128_fecda253(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
