@@ -60,6 +60,7 @@ from .runtime.device import (
     current_device,
     device_arch,
     load_function,
+    max_active_clusters,
     stream_handle,
 )
 from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature
@@ -214,7 +215,10 @@ def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: 
             sms = cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
             per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                 function.ptr, block.threads, compiled.shared_memory_size)
-            loaded = Kernel(compiled, int(device_id), function, module, sms * max(1, per_sm),
+            resident = sms * max(1, per_sm)
+            if isinstance(block, GridPlan) and block.cluster:  # clusters fill GPCs, not always every SM
+                resident = 2 * max(1, max_active_clusters(function, block.threads, compiled.shared_memory_size, 2))
+            loaded = Kernel(compiled, int(device_id), function, module, resident,
                             block if isinstance(block, GridPlan) else None)
             _loaded[key] = loaded
     return loaded

@@ -255,3 +255,17 @@ def test_tma_with_tiles_and_stages_set_by_hand(extra):
     run_and_check(grid(("float16", "float16", "float32"), "rcr", size, 900, False, *extra),
                   np.random.default_rng(12), batch=3, alpha=1, beta=1)
     assert tma_launches(size)
+
+
+@pytest.mark.parametrize("arr", ["rcr", "rrr", "ccr"])
+def test_clusters_of_two_with_odd_tile_rows(arr):
+    """Clusters of two blocks on neighbouring tile rows, each copying half of the shared B into
+    both: 11 tile rows (the last pair's second tile past m reads zeros and writes nothing),
+    batches, beta != 0."""
+    import blasdx.plan
+
+    size = (1400, 1024, 520)
+    desc = grid(("float16", "float16", "float32"), arr, size, 900, False, Tile(128, 128, 64), BlockDim(256))
+    assert blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)).cluster
+    run_and_check(desc, np.random.default_rng(14), batch=2, alpha=2, beta=-1)
+    assert any(bound.kernel.grid_plan.cluster for bound in tma_launches(size))

@@ -412,3 +412,28 @@ def test_tensor_maps_see_the_whole_matrices_contiguous_dimension_first(arrangeme
         part = plan.tma_operand(name)
         assert (layout.box_inner, layout.box_outer) == (part.slab_elements, part.slab_rows)
         assert layout.box_inner * 2 == layout.swizzle == 128
+
+
+def test_clusters_of_two_share_b_where_tiles_allow():
+    def plan(*ops, size=(4096, 4096, 4096)):
+        return blasdx.plan.grid_with_alignment(grid(*ops, size=size).plan, (16, 16, 16))
+
+    p = plan()
+    assert p.cluster and p.launch_grid(1, 132) == 132 and p.launch_grid(1, 131) == 130
+    assert p.launch_grid(1, 1000) == 2 * 8 * 32  # 16 tile rows in 8 pairs, 32 tile columns
+    assert not plan(Tile(128, 128, 64), size=(128, 8192, 4096)).cluster  # one tile row
+    assert not plan(size=(200, 150, 4096)).cluster  # split-K compiled in
+    assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).cluster  # no TMA
+    assert "clusters of two" in grid().explain()
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("arrangement", ["rcr", "rrr", "ccr", "crc"])
+def test_the_cluster_kernel_compiles(arrangement):
+    layouts = {"r": "row_major", "c": "col_major"}
+    desc = Size(2000, 2048, 512) + F16F32 + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Grid()
+    assert blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)).cluster
+    source = blasdx.pipeline.kernel_source(blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)))
+    assert "__cluster_dims__(2, 1, 1)" in source and "tensor_copy_multicast" in source
+    assert _compile_tma(desc).cubin[:4] == b"\x7fELF"
+    assert _compile_tma(desc, bias=True, epilogue="gelu").cubin[:4] == b"\x7fELF"

@@ -194,6 +194,7 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
     if plan.tma:
         tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0"), "b_tma": _tma_context(plan.tma_operand("b"), "col0"),
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
+    tma["cluster"] = plan.cluster
     return _template("grid.cu.j2").render(
         common=render_common(), device=render_grid_block(plan, ns), ns=ns, block_threads=plan.threads,
         tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
@@ -206,6 +207,7 @@ def _tma_context(operand: TmaOperand, origin: str) -> dict:
     (``k0`` along k; ``origin``, the tile's row0 or col0, along m or n)."""
     inner, outer = ("k0", origin) if operand.k_inner else (origin, "k0")
     return {"slabs": operand.slabs, "slab_bytes": operand.slab_bytes, "slab_elements": operand.slab_elements,
+            "slab_rows": operand.slab_rows, "swizzle": operand.swizzle, "split_rows": operand.k_inner,
             "inner_origin": inner, "outer_origin": outer}
 
 

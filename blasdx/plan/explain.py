@@ -158,6 +158,9 @@ def _copies_line(p: GridPlan) -> str:
         return f"copies on 16-byte aligned arrays: {cp_async}"
     a, b = p.tma_operand("a"), p.tma_operand("b")
     sharing = "; two blocks share an SM, one's epilogue running while the other multiplies" if p.blocks_per_sm == 2 else ""
+    if p.cluster:
+        sharing += ("; blocks run in clusters of two on vertically neighbouring tiles, each copying half of their "
+                    "shared B into both (TMA multicast: half the reads of B from L2)")
     return (f"copies: TMA where A and B start, and step between rows and batch items, on multiples of 16 bytes: a "
             f"producer warpgroup ({p.threads - p.tile.threads} more threads a block, one of which copies) brings "
             f"each K tile as {_count(a.slabs, 'slab')} of A and {_count(b.slabs, 'slab')} of B ({a.swizzle}-byte "

@@ -137,6 +137,25 @@ class GridPlan:
         return 2 if fits and self._launch_registers(2) >= accumulators + SPARE_REGISTERS else 1
 
     @property
+    def cluster(self) -> bool:
+        """Whether the TMA kernel runs in clusters of two blocks on vertically neighbouring tiles,
+        each block copying half of their shared B into both (TMA multicast): one block an SM, no
+        split-K, two tile rows or more, and B's half on a 1024-byte boundary (half of each slab's
+        rows where k is B's contiguous dimension, half of its slabs where n is)."""
+        if not self.tma or self.split_k or self.blocks_per_sm > 1 or self.tiles_m < 2:
+            return False
+        b = self.tma_operand("b")
+        return b.slab_rows // 2 * b.swizzle % 1024 == 0 if b.k_inner else b.slabs % 2 == 0
+
+    def launch_grid(self, items: int, resident_blocks: int) -> int:
+        """Blocks of a launch on ``items`` batch items without split-K: one per tile (per pair of
+        tiles and two of them, in clusters), at most as many as the GPU runs at once."""
+        if self.cluster:
+            pairs = items * -(-self.tiles_m // 2) * self.tiles_n
+            return 2 * min(pairs, resident_blocks // 2)
+        return min(items * self.tiles, resident_blocks)
+
+    @property
     def launch_registers(self) -> int:
         """Registers per thread the TMA kernel's blocks start with: as many as the register file
         gives each thread of blocks_per_sm blocks (ptxas compiles a kernel with setmaxnreg to that)."""

@@ -7,6 +7,7 @@ runs at import time. Generated kernels and users' kernels both load through
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from typing import Any
 
@@ -20,6 +21,29 @@ CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without raising its limit
 
 _cupy_module: Any = None
+
+
+class _LaunchConfig(ctypes.Structure):
+    """The driver's CUlaunchConfig (no attributes: a kernel's __cluster_dims__ give its cluster)."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attributes", ctypes.c_void_p), ("attribute_count", ctypes.c_uint)]
+
+
+def max_active_clusters(function: Any, threads: int, shared_memory: int, cluster_blocks: int) -> int:
+    """Clusters of ``function`` (a kernel compiled with __cluster_dims__ of ``cluster_blocks``
+    blocks) that the current device runs at once (the driver's cuOccupancyMaxActiveClusters:
+    a cluster's blocks share a GPC, so this can be fewer than the SMs over the cluster size)."""
+    try:
+        query = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+    except (OSError, AttributeError) as exc:
+        raise DeviceError(f"the CUDA driver has no cuOccupancyMaxActiveClusters ({exc}); clusters need CUDA 12") from None
+    config = _LaunchConfig((cluster_blocks, 1, 1), (threads, 1, 1), shared_memory, None, None, 0)
+    count = ctypes.c_int(0)
+    result = query(ctypes.byref(count), ctypes.c_void_p(function.ptr), ctypes.byref(config))
+    if result != 0:
+        raise DeviceError(f"cuOccupancyMaxActiveClusters failed (CUresult {result})")
+    return count.value
 
 
 def cupy_module() -> Any:

@@ -183,7 +183,8 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     for index, parameter in enumerate(plain):
         if parameter.name in fixed:
             arguments.put_int64(index, fixed[parameter.name])
-    grid = int(min(tiles * splits, kernel.resident_blocks))
+    grid = int(min(tiles * splits, kernel.resident_blocks) if grid_plan is None or splits > 1
+               else grid_plan.launch_grid(batch, kernel.resident_blocks))
     workspace_bytes = 0 if splits == 1 or grid_plan is None else grid_plan.workspace_bytes(tiles, splits)
     tensor_maps = None
     if tma:
@@ -205,9 +206,11 @@ def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int) -> O
     """Operand ``name`` of a TMA grid launch as its tensor map sees it: the whole matrix (its
     contiguous dimension first) of each of ``batch`` items, the box one slab of a stage."""
     whole, part = getattr(plan, name), plan.tma_operand(name)
+    halved = plan.cluster and name == "b" and part.k_inner  # each block of a cluster copies half of B's rows
     return OperandLayout(element_size=whole.element_size, inner=whole.inner, outer=whole.outer, batch=batch,
                          ld=whole.ld, batch_stride=view.strides[0] if view.batch is not None else 0,
-                         box_inner=part.slab_elements, box_outer=part.slab_rows, swizzle=part.swizzle)
+                         box_inner=part.slab_elements, box_outer=part.slab_rows // 2 if halved else part.slab_rows,
+                         swizzle=part.swizzle)
 
 
 def launch_signature(ndarray: Any, tensor: Any, plan: GemmPlan | GridPlan, fusion: Fusion, a: Any, b: Any, c: Any,
