@@ -282,9 +282,9 @@ def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool)
     is row-major and B column-major: each of a warp's B loads then reads k along 16 columns,
     which fall in different banks only as neighbours, so the columns lie n / tile_n apart
     (group_n 1). 8x4 moves 12 16-byte shared-memory loads per 128 FMA where 4x4 moves 8 per
-    64 (benchmarks/ablate_fma.py), 8x8 16 per 256; on an H100, float32 4096^3 on 128x128 tiles
-    of 256 threads ran 0.56x torch.matmul with 8x4 groups of 4, 0.70x with 8x8 and group_n 1
-    (benchmarks/RESULTS.md)."""
+    64 (benchmarks/ablate_fma.py), 8x8 16 per 256. On an H100, float32 4096^3 (row-major A,
+    column-major B) on 128x128x32 tiles of 256 threads ran 0.63x torch.matmul with 8x4 groups
+    of 4, 0.68x with group_n 1, 0.79x with 8x8 and group_n 1 (benchmarks/RESULTS.md)."""
     m, n, _ = desc.size
     if desc.is_complex or acc in ("double", "long long", "unsigned long long"):
         tile_m, tile_n = min(2, m), min(2, n)
