@@ -36,6 +36,11 @@ RCR = Arrangement("row_major", "col_major", "row_major")
 F16F32 = Precision("float16", "float16", "float32")
 
 
+def arrangement_of(code: str) -> Arrangement:
+    """Arrangement from a code such as "rcr" (row-major A, column-major B, row-major C)."""
+    return Arrangement(*({"r": "row_major", "c": "col_major"}[x] for x in code))
+
+
 def grid(*ops, size=(4096, 4096, 4096), sm=900):
     desc = Size(*size) + F16F32 + RCR + SM(sm) + Grid()
     for op in ops:
@@ -143,9 +148,8 @@ def test_float32_grid_tiles_take_8x8_micro_tiles_and_block_gemms_8x4():
     kernel's GEMM of the same size stays at 8x4. Row-major A with column-major B spreads a
     micro-tile's columns (group_n 1: a warp's B loads in different banks), and C, whose 16-byte
     runs would then cross groups, moves element by element."""
-    layouts = {"r": "row_major", "c": "col_major"}
     for arrangement, group_n in (("rcr", 1), ("rrr", 4), ("ccr", 4), ("crc", 4)):
-        arr = Arrangement(*(layouts[x] for x in arrangement))
+        arr = arrangement_of(arrangement)
         tile = (Size(4096, 4096, 4096) + Precision("float32") + arr + SM(900) + Grid()).plan.tile
         block = (Size(128, 128, 32) + Precision("float32") + arr + SM(900) + Block() + BlockDim(256)
                  + Alignment(16, 16, 16)).plan
@@ -279,9 +283,8 @@ def test_the_split_k_kernel_compiles(family):
 @pytest.mark.compile
 @pytest.mark.parametrize("arrangement", ["".join(x) for x in itertools.product("rc", repeat=3)])
 def test_every_arrangement_compiles(arrangement):
-    layouts = {"r": "row_major", "c": "col_major"}
     for prec in (("float16", "float16", "float32"), ("float64",) * 3):
-        desc = Size(300, 200, 100) + Precision(*prec) + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Grid()
+        desc = Size(300, 200, 100) + Precision(*prec) + arrangement_of(arrangement) + SM(900) + Grid()
         assert desc.compile(arch=900).cubin[:4] == b"\x7fELF"
 
 
@@ -371,8 +374,7 @@ def test_the_tma_kernel_compiles(prec):
 @pytest.mark.compile
 @pytest.mark.parametrize("arrangement", ["".join(x) for x in itertools.product("rc", repeat=3)])
 def test_the_tma_kernel_compiles_in_every_arrangement(arrangement):
-    layouts = {"r": "row_major", "c": "col_major"}
-    desc = Size(320, 256, 192) + F16F32 + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Grid()
+    desc = Size(320, 256, 192) + F16F32 + arrangement_of(arrangement) + SM(900) + Grid()
     assert _compile_tma(desc).cubin[:4] == b"\x7fELF"
 
 
@@ -398,8 +400,7 @@ def test_tensor_maps_see_the_whole_matrices_contiguous_dimension_first(arrangeme
     from blasdx.runtime.arguments import MatrixView
     from blasdx.runtime.launch import operand_layout
 
-    layouts = {"r": "row_major", "c": "col_major"}
-    desc = Size(1000, 600, 320) + F16F32 + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Grid()
+    desc = Size(1000, 600, 320) + F16F32 + arrangement_of(arrangement) + SM(900) + Grid()
     plan = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
     m, n, k = 1000, 600, 320
     for name, (rows, cols) in (("a", (m, k)), ("b", (k, n))):
@@ -430,10 +431,10 @@ def test_clusters_of_two_share_b_where_tiles_allow():
 @pytest.mark.compile
 @pytest.mark.parametrize("arrangement", ["rcr", "rrr", "ccr", "crc"])
 def test_the_cluster_kernel_compiles(arrangement):
-    layouts = {"r": "row_major", "c": "col_major"}
-    desc = Size(2000, 2048, 512) + F16F32 + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Grid()
-    assert blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)).cluster
-    source = blasdx.pipeline.kernel_source(blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)))
+    desc = Size(2000, 2048, 512) + F16F32 + arrangement_of(arrangement) + SM(900) + Grid()
+    aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    assert aligned.cluster
+    source = blasdx.pipeline.kernel_source(aligned)
     assert "__cluster_dims__(2, 1, 1)" in source and "tensor_copy_multicast" in source
     assert _compile_tma(desc).cubin[:4] == b"\x7fELF"
     assert _compile_tma(desc, bias=True, epilogue="gelu").cubin[:4] == b"\x7fELF"

@@ -287,7 +287,7 @@ def suggested_tile_of(ops: Operators) -> Tile:
     elif base.is_mma:
         tile = (128, 128, 32) if esize == 8 else (128, 128, max(base.k, 64 // esize))
         m_step, k_step = 16, base.k
-    elif takes_float_micro_tiles(prec, is_complex_of(ops), 8, 8):
+    elif takes_float_micro_tiles(prec, is_complex_of(ops), 8, 8):  # float32 (the tile's sides are multiples of 8)
         tile, m_step, k_step = (128, 128, 32), 16, 8
     else:
         tile = (128, 64, 16) if esize <= 4 else (64, 64, 8)

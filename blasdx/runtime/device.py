@@ -30,14 +30,20 @@ class _LaunchConfig(ctypes.Structure):
                 ("stream", ctypes.c_void_p), ("attributes", ctypes.c_void_p), ("attribute_count", ctypes.c_uint)]
 
 
+def driver_function(name: str, needed_for: str) -> Any:
+    """The CUDA driver's (libcuda's) function ``name``, through ctypes, for what CuPy does not
+    bind; a DeviceError saying that ``needed_for`` needs a CUDA 12 driver where it is absent."""
+    try:
+        return getattr(ctypes.CDLL("libcuda.so.1"), name)
+    except (OSError, AttributeError) as exc:
+        raise DeviceError(f"the CUDA driver has no {name} ({exc}); {needed_for} needs a CUDA 12 driver") from None
+
+
 def max_active_clusters(function: Any, threads: int, shared_memory: int, cluster_blocks: int) -> int:
     """Clusters of ``function`` (a kernel compiled with __cluster_dims__ of ``cluster_blocks``
     blocks) that the current device runs at once (the driver's cuOccupancyMaxActiveClusters:
     a cluster's blocks share a GPC, so this can be fewer than the SMs over the cluster size)."""
-    try:
-        query = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
-    except (OSError, AttributeError) as exc:
-        raise DeviceError(f"the CUDA driver has no cuOccupancyMaxActiveClusters ({exc}); clusters need CUDA 12") from None
+    query = driver_function("cuOccupancyMaxActiveClusters", "a clustered launch")
     config = _LaunchConfig((cluster_blocks, 1, 1), (threads, 1, 1), shared_memory, None, None, 0)
     count = ctypes.c_int(0)
     result = query(ctypes.byref(count), ctypes.c_void_p(function.ptr), ctypes.byref(config))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from ..errors import DeviceError
+from .device import driver_function
 
 TENSOR_MAP_BYTES = 128
 TENSOR_MAP_ALIGNMENT = 64
@@ -31,11 +32,7 @@ _RANK = 3
 @cache
 def _encode_tiled():
     """The driver's cuTensorMapEncodeTiled (CUDA 12.0+ drivers), with its argument types."""
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-        encode = driver.cuTensorMapEncodeTiled
-    except (OSError, AttributeError) as exc:
-        raise DeviceError(f"the CUDA driver has no cuTensorMapEncodeTiled ({exc}); TMA needs a CUDA 12 driver") from None
+    encode = driver_function("cuTensorMapEncodeTiled", "TMA")
     u64p, u32p = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
     encode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p,
                        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
