@@ -300,7 +300,13 @@ def test_with_alignment_widens_copies_but_never_narrows():
     wide = with_alignment(plan, (16, 16, 16))
     assert (wide.a.vector_bytes, wide.b.vector_bytes, wide.c.vector_bytes) == (16, 16, 16)
     assert wide.kernel_name != plan.kernel_name
-    assert with_alignment(plan, (1, 1, 1)) is plan
+    low = with_alignment(plan, (1, 1, 1))
+    assert (low.a.vector_bytes, low.c.vector_bytes) == (2, 4)  # never narrower than the descriptor says
+    # execute()'s kernel places A, B and C in its own 16-byte aligned shared memory; a user's kernel
+    # (device_source) has pointers only as aligned as the descriptor's Alignment
+    assert (plan.a.shared_alignment, low.a.shared_alignment, wide.a.shared_alignment) == (2, 16, 16)
+    aligned = (Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(900) + Block() + MaxAlignment).plan
+    assert with_alignment(aligned, (16, 16, 16)) is aligned
     odd = (Size(30, 31, 33) + Precision("float16") + SM(900) + Block()).plan
     assert with_alignment(odd, (16, 16, 16)).a.vector_bytes == 2  # 33 halves per row: no wider vector fits
 

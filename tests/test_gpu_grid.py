@@ -269,3 +269,18 @@ def test_clusters_of_two_with_odd_tile_rows(arr):
     assert blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)).cluster
     run_and_check(desc, np.random.default_rng(14), batch=2, alpha=2, beta=-1)
     assert any(bound.kernel.grid_plan.cluster for bound in tma_launches(size))
+
+
+@pytest.mark.parametrize("arr", ["".join(x) for x in itertools.product("rc", repeat=3)])
+@pytest.mark.parametrize("prec", [("float16", "float16", "float32"), ("bfloat16",) * 3,
+                                  ("float8_e4m3", "float8_e5m2", "float32"), ("int8", "int8", "int32")],
+                         ids=["f16f32", "bf16", "fp8", "i8"])
+def test_rows_on_any_byte_boundary(prec, arr):
+    """Leading dimensions of odd element counts start rows (and the second batch item) on 1- and
+    2-byte boundaries: A and B move in 16-byte pieces cut from aligned loads, with edges in m, n
+    and k, and C is written element by element where it is 2 bytes."""
+    m, n, k = 150, 200, 264
+    lds = {"a": (k if arr[0] == "r" else m) + 1, "b": (n if arr[1] == "r" else k) + 3,
+           "c": (n if arr[2] == "r" else m) + 5}
+    desc = grid(prec, arr, (m, n, k), 900, False, LeadingDimension(lds["a"], lds["b"], lds["c"]))
+    run_and_check(desc, np.random.default_rng(15), batch=2, alpha=2, beta=-1, lds=lds)

@@ -22,6 +22,7 @@ from blasdx import (
     IncompleteDescriptorError,
     InstructionFamily,
     LeadingDimension,
+    MaxAlignment,
     Precision,
     Size,
     Stages,
@@ -312,6 +313,54 @@ extern "C" __global__ void tiles(const g::a_t* a, const g::b_t* b, g::c_t* c) {
 WGMMA_FAMILIES = [("float16", "float16", "float32"), ("bfloat16", "bfloat16", "float32"), ("float16",) * 3,
                   ("tfloat32", "tfloat32", "float32"), ("float8_e4m3", "float8_e5m2", "float32"),
                   ("int8", "int8", "int32")]
+
+
+def copies_in(source: str, name: str) -> str:
+    """The body of load_<name>(global, ld, shared) in a rendered source."""
+    start = source.index(f"void load_{name}(const {name}_t* global, long long ld, {name}_t* shared) {{")
+    return source[start:source.index("\n}", start)]
+
+
+@pytest.mark.parametrize("prec,shifted", [(F16F32, True), (Precision("int8", "int8", "int32"), True),
+                                          (Precision("float32"), False)], ids=["f16", "i8", "f32"])
+def test_rows_off_16_byte_boundaries_move_in_shifted_16_byte_pieces(prec, shifted):
+    """Rows of 1- and 2-byte elements off 16-byte boundaries (an odd leading dimension, or a
+    pointer only 2-byte aligned) are copied in 16-byte pieces cut from aligned loads, not
+    element by element and synchronously; 4-byte elements keep 4-byte cp.async."""
+    odd_k = grid(size=(4096, 4096, 4095)).replace(prec)  # A's and B's rows are 4095 elements apart
+    plan = blasdx.plan.grid_with_alignment(odd_k.plan, (16, 16, 16))
+    source = blasdx.pipeline.kernel_source(plan)
+    assert not plan.tma
+    for name in "ab":
+        copies = copies_in(source, name)
+        assert ("copy_runs_shifted" in copies and "copy_runs<" not in copies) == shifted, copies
+    two_byte_pointers = blasdx.plan.grid_with_alignment(grid().replace(prec).plan, (2, 16, 16))
+    source = blasdx.pipeline.kernel_source(two_byte_pointers)
+    assert ("copy_runs<" not in copies_in(source, "a")) == shifted
+    assert "copy_runs<" in copies_in(source, "b")  # B's pointer is 16-byte aligned: wide copies
+    assert ("A in 16-byte pieces cut from aligned loads" in odd_k.explain()) == shifted
+
+
+def test_a_users_kernel_keeps_element_copies_where_its_shared_memory_may_be_unaligned():
+    """copy_runs_shifted stores 16 bytes at a time: in a user's kernel, whose shared-memory
+    pointers are only as aligned as the descriptor's Alignment says, it runs with MaxAlignment."""
+    block = Size(64, 64, 64) + F16F32 + RCR + SM(900) + Block()
+    assert "copy_runs_shifted" not in copies_in(blasdx.pipeline.device_source(block.plan), "a")
+    aligned = block + MaxAlignment
+    assert "copy_runs_shifted" in copies_in(blasdx.pipeline.device_source(aligned.plan), "a")
+
+
+@pytest.mark.compile
+def test_the_shifted_copies_compile():
+    desc = grid(size=(127, 8191, 8191))
+    plan = blasdx.plan.grid_with_alignment(desc.plan, (2, 2, 16))
+    assert "copy_runs_shifted" in blasdx.pipeline.kernel_source(plan)
+    assert blasdx.pipeline.compile_for_arch(plan, 900).cubin[:4] == b"\x7fELF"
+    # execute()'s batched kernel of a Block() descriptor, on arrays 1-byte aligned
+    block = Size(64, 64, 64) + Precision("int8", "int8", "int32") + RCR + SM(800) + Block() + LeadingDimension(65, 65, 64)
+    batched = blasdx.plan.with_alignment(block.plan, (1, 1, 4))
+    assert "copy_runs_shifted" in copies_in(blasdx.pipeline.kernel_source(batched), "b")
+    assert blasdx.pipeline.compile_for_arch(batched, 800).cubin[:4] == b"\x7fELF"
 
 
 def test_tma_runs_on_16_byte_aligned_wgmma_tiles_only():

@@ -80,6 +80,10 @@ def _matrix_context(x: MatrixPlan, use_cp_async: bool) -> dict:
     ctx["async"] = "true" if use_cp_async and x.vector_bytes >= 4 else "false"
     # Copies one element at a time (a run-time leading dimension that vectors do not divide).
     ctx["element_async"] = "true" if use_cp_async and x.element_size >= 4 else "false"
+    # load_x's copies: the wide one where the leading dimension and pointer allow vector_bytes,
+    # the narrow one elsewhere; bytes per copy, or "shifted".
+    ctx["wide_copy"] = "shifted" if x.shifted_copies and x.vector_bytes < 4 else x.vector_bytes
+    ctx["narrow_copy"] = "shifted" if x.shifted_copies else x.element_size
     return ctx
 
 

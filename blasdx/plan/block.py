@@ -41,8 +41,11 @@ class MatrixPlan:
     outer: int
     inner: int
     element_size: int
-    alignment: int
+    alignment: int  # of the pointers the copies see (global memory; shared memory in a user's kernel)
     vector_bytes: int  # bytes moved per copy instruction between global and shared
+    # Of the shared-memory copy: `alignment` in a user's kernel, 16 in blasdx's own kernels (their
+    # shared memory is theirs to place), where copies may then store 16 bytes at a time.
+    shared_alignment: int
     smem_offset: int
     smem_bytes: int
     conjugate: bool
@@ -50,6 +53,15 @@ class MatrixPlan:
     # wgmma: A and B in shared memory in the swizzled layout with rows of this many bytes
     # (blasdx.arch.SWIZZLE_WIDTHS; smem_ld unused), 0 for the plain layout at smem_ld.
     swizzle: int = 0
+
+    @property
+    def shifted_copies(self) -> bool:
+        """Whether copies that would move 1 or 2 bytes at a time, synchronously (rows off the
+        vectors' boundaries), move 16-byte pieces cut from aligned loads instead
+        (copy_runs_shifted). They store whole 16-byte pieces, so shared memory must take them."""
+        return (self.pack == 1 and self.element_size < 4 and self.inner * self.element_size % 16 == 0
+                and self.shared_alignment >= 16 and self.smem_offset % 16 == 0
+                and (self.swizzle > 0 or self.smem_ld * self.element_size % 16 == 0))
 
 
 @dataclass(frozen=True)
@@ -191,7 +203,7 @@ def matrix_plan(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> Ma
         name=name, precision=precision,
         cpp_type=f"blasdx::complex<{cpp}>" if desc.is_complex else cpp,
         layout=layout, rows=rows, cols=cols, ld=ld, smem_ld=ld, outer=outer, inner=inner,
-        element_size=esize, alignment=align,
+        element_size=esize, alignment=align, shared_alignment=align,
         vector_bytes=vector_bytes_of(align, inner * esize, ld * esize),
         smem_offset=offset, smem_bytes=smem_bytes, conjugate=conj and desc.is_complex, pack=pack,
     )
@@ -317,12 +329,13 @@ def pipeline_stages(sm: int, shared_memory_size: int, tensor_cores: bool,
 @lru_cache(maxsize=1024)
 def with_alignment(plan: GemmPlan, alignment: tuple[int, int, int]) -> GemmPlan:
     """The plan with each matrix's alignment raised to what the actual data guarantees
-    (never lowered): wider global<->shared copies for the same GEMM."""
+    (never lowered): wider global<->shared copies for the same GEMM, in a kernel of blasdx's
+    own (its shared memory 16-byte aligned)."""
     mats = {}
     for x, align in zip((plan.a, plan.b, plan.c), alignment):
         align = max(x.alignment, min(16, align))
         vec = vector_bytes_of(align, x.inner * x.element_size, x.ld * x.element_size)
-        mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
+        mats[x.name] = replace(x, alignment=align, vector_bytes=vec, shared_alignment=16)
     if all(mats[x.name] == x for x in (plan.a, plan.b, plan.c)):
         return plan
     return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"])

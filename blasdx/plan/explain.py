@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
-from .block import GemmPlan, with_alignment
+from .block import GemmPlan, MatrixPlan, with_alignment
 from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, GridPlan, grid_with_alignment
 from .kernel import kernel_plan
 
@@ -152,8 +152,13 @@ def explain_grid(desc: Descriptor) -> str:
 
 def _copies_line(p: GridPlan) -> str:
     """How the K loop copies A and B on 16-byte aligned arrays (``p`` planned for them)."""
-    cp_async = (f"A {p.tile.a.vector_bytes} and B {p.tile.b.vector_bytes} bytes at a time (cp.async where 4 or "
-                f"more), from leading dimensions {p.a.ld} and {p.b.ld}")
+    def width(x: MatrixPlan) -> str:
+        if x.shifted_copies and x.vector_bytes < 4:
+            return "in 16-byte pieces cut from aligned loads (copy_runs_shifted)"
+        return f"{x.vector_bytes} bytes at a time"
+
+    cp_async = (f"A {width(p.tile.a)} and B {width(p.tile.b)} (cp.async where 4 bytes or more), from leading "
+                f"dimensions {p.a.ld} and {p.b.ld}")
     if not p.tma:
         return f"copies on 16-byte aligned arrays: {cp_async}"
     a, b = p.tma_operand("a"), p.tma_operand("b")
@@ -175,10 +180,10 @@ def _narrow_copies_hint(p: GridPlan, suggested_lds: tuple[int, int, int]) -> str
     if not narrow:
         return ""
     suggested = ", ".join(f"ld{name} {suggested_lds['abc'.index(name)]}" for name in narrow)
-    return (f"; copies narrower than 16 bytes take more instructions, and under 4 bytes they wait for their data "
-            f"instead of running ahead (slow): leading dimensions of multiples of 16 bytes ({suggested}, "
-            f"suggested_leading_dimension, with LeadingDimension and arrays padded so) copy 16 bytes with cp.async, "
-            f"or by TMA where the tile is wgmma's")
+    return (f"; copies narrower than 16 bytes take more instructions, and where rows lie off 4-byte boundaries "
+            f"they wait for their data instead of running ahead: leading dimensions of multiples of 16 bytes "
+            f"({suggested}, suggested_leading_dimension, with LeadingDimension and arrays padded so) copy 16 bytes "
+            f"with cp.async, or by TMA where the tile is wgmma's")
 
 
 _TILE_LINES = ("instruction:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")

@@ -294,7 +294,7 @@ def grid_with_alignment(plan: GridPlan, alignment: tuple[int, int, int]) -> Grid
         ld_bytes = whole.ld * whole.element_size
         align = max(whole.alignment, min(16, align, ld_bytes & -ld_bytes))
         vec = vector_bytes_of(align, x.inner * x.element_size, ld_bytes)
-        mats[x.name] = replace(x, alignment=align, vector_bytes=vec)
+        mats[x.name] = replace(x, alignment=align, vector_bytes=vec, shared_alignment=16)
     tma = tma_runs(plan, mats["a"].alignment, mats["b"].alignment)
     if mats["a"] == tile.a and mats["b"] == tile.b and tma == plan.tma:
         return plan

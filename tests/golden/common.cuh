@@ -307,6 +307,63 @@ __device__ __forceinline__ void copy_wait_prior() {
   __syncthreads();
 }
 
+// v with its bytes from `valid` (0..16) on zero.
+__device__ __forceinline__ uint4 first_bytes(uint4 v, int valid) {
+  unsigned* w = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int keep = valid - 4 * i;
+    w[i] = keep >= 4 ? w[i] : keep <= 0 ? 0u : w[i] & ((1u << (8 * keep)) - 1u);
+  }
+  return v;
+}
+
+// copy_runs (and copy_runs_partial, with outer_valid and inner_valid) 16 bytes at a time from a
+// source whose runs need not start on 16-byte boundaries: a run-time leading dimension or pointer
+// that wide copies do not divide, where elements of 1 or 2 bytes would otherwise move one by one
+// and synchronously. Each 16-byte piece is put together from the five aligned 4-byte words it
+// straddles (funnel shifts), reading only words that hold a byte the copy needs, so no read leaves
+// the pages the matrix lies in. The loads of up to 8 rounds are in flight at once; the copy is
+// synchronous. InnerBytes, and dst_ld without Swizzle, are multiples of 16 bytes; bytes past
+// inner_valid become zero.
+template <int Outer, int InnerBytes, int Threads, int Swizzle = 0, class SrcLd, class DstLd>
+__device__ __forceinline__ void copy_runs_shifted(const void* src, SrcLd src_ld, void* dst, DstLd dst_ld, int rank,
+                                                  int outer_valid = Outer, int inner_valid = InnerBytes) {
+  static_assert(InnerBytes % 16 == 0, "runs of whole 16-byte pieces");
+  constexpr int per_run = InnerBytes / 16, total = Outer * per_run;
+  constexpr int rounds = (total + Threads - 1) / Threads, batch = rounds < 8 ? rounds : 8;
+  if (rank >= Threads) return;
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
+#pragma unroll (rounds <= 16 ? (rounds + batch - 1) / batch : 1)
+  for (int first = 0; first < rounds; first += batch) {
+    unsigned words[batch][5];
+    int shift[batch], valid[batch];
+#pragma unroll
+    for (int j = 0; j < batch; ++j) {  // every load of the batch first
+      const int i = rank + (first + j) * Threads, run = i / per_run, within = i % per_run * 16;
+      const int left = inner_valid - within;
+      valid[j] = first + j < rounds && i < total && run < outer_valid ? (left < 0 ? 0 : left > 16 ? 16 : left) : 0;
+      const char* from = s + run * src_ld + within;
+      shift[j] = static_cast<int>(reinterpret_cast<unsigned long long>(from) & 3);
+      const unsigned* word = reinterpret_cast<const unsigned*>(from - shift[j]);
+#pragma unroll
+      for (int w = 0; w < 5; ++w)  // word w holds bytes 4w - shift .. 4w - shift + 3 of the piece
+        words[j][w] = 4 * w - shift[j] < valid[j] && (w < 4 || shift[j] != 0) ? word[w] : 0u;
+    }
+#pragma unroll
+    for (int j = 0; j < batch; ++j) {
+      const int i = rank + (first + j) * Threads, run = i / per_run, within = i % per_run * 16;
+      if (first + j >= rounds || i >= total) break;
+      char* to = d + (Swizzle ? swizzled_offset<(Swizzle ? Swizzle : 16), Outer>(run, within) : run * dst_ld + within);
+      const int bits = shift[j] * 8;
+      const uint4 piece = make_uint4(__funnelshift_r(words[j][0], words[j][1], bits), __funnelshift_r(words[j][1], words[j][2], bits),
+                                     __funnelshift_r(words[j][2], words[j][3], bits), __funnelshift_r(words[j][3], words[j][4], bits));
+      *reinterpret_cast<uint4*>(to) = first_bytes(piece, valid[j]);
+    }
+  }
+}
+
 __device__ __forceinline__ int thread_rank() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_cb8a49cd
+// blasdx block GEMM blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_5b9cc56d
 //   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -45,60 +45,42 @@ __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
 }
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
   const long long ld_bytes = ld / 1 * 2;
-  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
-    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
-  else
-    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
 }
 // An edge tile: the first rows x cols of the 16x16 A lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 2;
   const int outer_valid = rows, inner_valid = cols * 2;
-  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
-    blasdx::copy_runs_partial<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank(), outer_valid, inner_valid);
-  else
-    blasdx::copy_runs_partial<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
   blasdx::copy_runs<16, 32, 2, threads, false>(global, 32, shared, 48, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
   const long long ld_bytes = ld / 1 * 2;
-  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
-    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
-  else
-    blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
+  blasdx::copy_runs<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank());
 }
 // An edge tile: the first rows x cols of the 16x16 B lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 2;
   const int outer_valid = rows, inner_valid = cols * 2;
-  if (ld_bytes % 2 == 0 && reinterpret_cast<unsigned long long>(global) % 2 == 0)
-    blasdx::copy_runs_partial<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank(), outer_valid, inner_valid);
-  else
-    blasdx::copy_runs_partial<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<16, 32, 2, threads, false>(global, ld_bytes, shared, 48, blasdx::thread_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
   blasdx::copy_runs<16, 128, 8, threads, false>(global, 128, shared, 144, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
   const long long ld_bytes = ld / 1 * 8;
-  if (ld_bytes % 8 == 0 && reinterpret_cast<unsigned long long>(global) % 8 == 0)
-    blasdx::copy_runs<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
-  else
-    blasdx::copy_runs<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
+  blasdx::copy_runs<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
 }
 // An edge tile: the first rows x cols of the 16x16 C lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 8;
   const int outer_valid = cols, inner_valid = rows * 8;
-  if (ld_bytes % 8 == 0 && reinterpret_cast<unsigned long long>(global) % 8 == 0)
-    blasdx::copy_runs_partial<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
-  else
-    blasdx::copy_runs_partial<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<16, 128, 8, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
   blasdx::copy_runs<16, 128, 8, threads, false>(shared, 144, global, 128, blasdx::thread_rank());
@@ -110,6 +92,9 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long lon
   else
     blasdx::copy_runs<16, 128, 8, threads, false>(shared, 144, global, ld_bytes, blasdx::thread_rank());
 }
+// Whether load_a and load_b move 16-byte pieces cut from aligned loads even where the leading dimension
+// and pointer allow vectors of 2 and 2 bytes (their copies then check the bounds of each piece anyway).
+constexpr bool a_shifted_copies = false, b_shifted_copies = false;
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait<false>(); }
 
 // The epilogue, written once for every path: the value of C(r, col) from its product acc
@@ -384,7 +369,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_cb8a49cd(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_s16s16s64_16x16x16_rrc_t32_5b9cc56d(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_1ad28f85
+// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_aba5cc10
 //   64x32x128, mma_i4, 64 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 64 threads of the block (in thread-rank
@@ -45,40 +45,28 @@ __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
 }
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
   const long long ld_bytes = ld / 2 * 1;
-  if (ld_bytes % 1 == 0 && reinterpret_cast<unsigned long long>(global) % 1 == 0)
-    blasdx::copy_runs<64, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
-  else
-    blasdx::copy_runs<64, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<64, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
   blasdx::copy_runs<32, 64, 1, threads, false>(global, 64, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
   const long long ld_bytes = ld / 2 * 1;
-  if (ld_bytes % 1 == 0 && reinterpret_cast<unsigned long long>(global) % 1 == 0)
-    blasdx::copy_runs<32, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
-  else
-    blasdx::copy_runs<32, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<32, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
   blasdx::copy_runs<64, 128, 4, threads, false>(global, 128, shared, 144, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
-  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
-  else
-    blasdx::copy_runs<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
 }
 // An edge tile: the first rows x cols of the 64x32 C lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 4;
   const int outer_valid = rows, inner_valid = cols * 4;
-  if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs_partial<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
-  else
-    blasdx::copy_runs_partial<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
   blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, 128, blasdx::thread_rank());
@@ -90,6 +78,9 @@ __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long lon
   else
     blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, ld_bytes, blasdx::thread_rank());
 }
+// Whether load_a and load_b move 16-byte pieces cut from aligned loads even where the leading dimension
+// and pointer allow vectors of 1 and 1 bytes (their copies then check the bounds of each piece anyway).
+constexpr bool a_shifted_copies = false, b_shifted_copies = false;
 __device__ __forceinline__ void copy_wait() { blasdx::copy_wait<false>(); }
 
 // The epilogue, written once for every path: the value of C(r, col) from its product acc
@@ -507,7 +498,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_1ad28f85(
+extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_aba5cc10(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
