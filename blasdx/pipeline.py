@@ -16,11 +16,12 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 from __future__ import annotations
 
 import threading
+from functools import lru_cache
 from typing import Any
 
 from . import settings
 from .codegen import render
-from .codegen.hooks import NO_FUSION, Fusion, make_fusion
+from .codegen.hooks import NO_FUSION, Fusion, Hook, make_fusion
 from .codegen.naming import kernel_name
 from .compiler import (
     DEFAULT_CACHE,
@@ -93,13 +94,25 @@ def explain(desc: Descriptor) -> str:
 
 def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any,
            c_store: Any, has_bias: bool) -> Fusion:
-    """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none)."""
+    """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none).
+    Hooks given as names, expressions or Hook values are resolved once per descriptor
+    family: resolving them each call cost more host time than the rest of a fused call."""
     hooks = (prologue, epilogue, a_load, b_load, c_load, c_store)
     if not has_bias and all(h is None for h in hooks):
         return NO_FUSION
-    return make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load,
-                       c_load=c_load, c_store=c_store, has_bias=has_bias, precisions=tuple(desc.precision),
-                       scalar_precision=desc.plan.scalar_precision, is_complex=desc.is_complex)
+    key = (*hooks, has_bias, desc.plan)
+    if all(h is None or isinstance(h, (str, Hook)) for h in hooks):
+        return _resolved_fusion(*key)
+    return _resolved_fusion.__wrapped__(*key)  # raises the error that names what was given
+
+
+@lru_cache(maxsize=256)
+def _resolved_fusion(prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any, c_store: Any,
+                     has_bias: bool, block: GemmPlan | GridPlan) -> Fusion:
+    return make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load, c_load=c_load,
+                       c_store=c_store, has_bias=has_bias, precisions=(block.a.precision, block.b.precision,
+                                                                        block.c.precision),
+                       scalar_precision=block.scalar_precision, is_complex=block.is_complex)
 
 
 # --- plan -> CUDA source -----------------------------------------------------------------
@@ -290,6 +303,7 @@ def clear_caches() -> None:
     kernel_plan.cache_clear()
     with_alignment.cache_clear()
     grid_with_alignment.cache_clear()
+    _resolved_fusion.cache_clear()
     _compiled.clear()
     with _load_lock:
         _loaded.clear()

@@ -43,6 +43,25 @@ def test_hooks_change_the_kernel_name_and_source():
     assert "(x > T(0) ? x : T(0))" in kernel_source(F16.plan, relu)
 
 
+def test_execute_resolves_its_hooks_once_per_plan():
+    """execute()'s hook arguments are resolved to a Fusion once (each call's resolving cost more
+    host time than the rest of a fused call): the same arguments give the same Fusion, equal to
+    make_fusion's; bad ones are refused every time."""
+    from blasdx.pipeline import fusion
+
+    for desc in (F16, C32):
+        first = fusion(desc, None, "negate", None, None, None, None, True)
+        assert fusion(desc, None, "negate", None, None, None, None, True) is first
+        assert first == fusion_for(desc, has_bias=True, epilogue="negate")
+        assert fusion(desc, None, blasdx.scale(2.0), None, None, None, None, False) == fusion_for(desc, epilogue=blasdx.scale(2.0))
+    assert fusion(F16, None, None, None, None, None, None, False) is NO_FUSION
+    for _ in range(2):
+        with pytest.raises(ArgumentError, match="got 3 of type int"):
+            fusion(F16, None, 3, None, None, None, None, False)
+        with pytest.raises(ArgumentError, match="complex"):
+            fusion(C32, None, "relu", None, None, None, None, False)
+
+
 @pytest.mark.parametrize("desc", [F16, F32, I8, C32], ids=["f16", "f32", "s8", "c32"])
 def test_every_valid_builtin_compiles(desc):
     for name, hook in BUILTINS.items():

@@ -364,6 +364,18 @@ __device__ __forceinline__ void copy_runs_shifted(const void* src, SrcLd src_ld,
   }
 }
 
+// *p through the read-only data path (ld.global.nc), for data nothing writes while the kernel
+// runs (a bias): unlike a plain load, the compiler may move it ahead of earlier stores, so an
+// epilogue's loads need not each wait for the stores before them.
+template <class T>
+__device__ __forceinline__ T load_read_only(const T* p) {
+  using word = typename vector_of<sizeof(T)>::type;
+  const word bits = __ldg(reinterpret_cast<const word*>(p));
+  T v;
+  memcpy(&v, &bits, sizeof(T));
+  return v;
+}
+
 __device__ __forceinline__ int thread_rank() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
