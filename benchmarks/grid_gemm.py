@@ -117,7 +117,9 @@ def main() -> None:
              (256, 256, 16384, f16f32), (512, 512, 8192, f16)]  # the last two: few tiles, split-K
     if not args.quick:
         cases += [(2048, 2048, 2048, f16), (1024, 1024, 1024, f16), (8191, 8191, 127, f16), (127, 8191, 8191, f16),
-                  (3001, 2999, 997, bf16f32), (16384, 256, 4096, f16)]
+                  (3001, 2999, 997, bf16f32), (16384, 256, 4096, f16),
+                  # odd leading dimensions (rows off 4-byte boundaries: shifted 16-byte copies)
+                  (4096, 4096, 4095, f16f32), (1000, 1000, 4095, f16f32), (8191, 8191, 8191, f16f32)]
     if args.sweep_fma:
         for prec in [("float32",) * 3, ("float64",) * 3]:
             for tile in [(64, 64, 16), (128, 64, 16), (128, 128, 16), (128, 128, 8), (64, 64, 32), (128, 64, 32)]:
