@@ -95,8 +95,8 @@ def explain(desc: Descriptor) -> str:
 def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any,
            c_store: Any, has_bias: bool) -> Fusion:
     """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none).
-    Hooks given as names, expressions or Hook values are resolved once per descriptor
-    family: resolving them each call cost more host time than the rest of a fused call."""
+    Hooks given as names, expressions or Hook values are resolved once per plan: resolving
+    them each call cost more host time than the rest of a fused call."""
     hooks = (prologue, epilogue, a_load, b_load, c_load, c_store)
     if not has_bias and all(h is None for h in hooks):
         return NO_FUSION
