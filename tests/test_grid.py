@@ -160,13 +160,21 @@ def test_float32_grid_tiles_take_8x8_micro_tiles_and_block_gemms_8x4():
         assert block.c_vector == (group_n == 4 or arrangement.endswith("c")), arrangement
 
 
-def test_float64_grid_tiles_take_a_warp_per_32x32():
+def test_float64_grid_tiles_take_a_warp_per_32x32_where_a_and_b_are_k_major():
     for size, tile, threads in (((4096, 4096, 4096), (128, 128, 32), 512), ((1000, 1000, 4096), (64, 128, 32), 256),
                                 ((300, 200, 100), (64, 64, 32), 128)):
         desc = Size(*size) + Precision("float64") + RCR + SM(900) + Grid()
         assert (tuple(desc.tile), desc.block_dim.x) == (tile, threads)
         assert (desc.plan.tile.tile_m, desc.plan.tile.tile_n) == (32, 32)  # one pass of a warp
     assert (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(256)).block_dim.x == 256
+
+
+@pytest.mark.parametrize("arrangement", ["rrr", "ccr", "crc", "crr"])
+def test_float64_grid_tiles_elsewhere_take_k_16_and_a_warp_per_64x32(arrangement):
+    """Fewer registers where A or B runs along m or n (512 threads' 128 registers spilled)."""
+    for size, tile, threads in (((4096, 4096, 4096), (128, 128, 16), 256), ((1000, 1000, 4096), (64, 128, 16), 128)):
+        desc = Size(*size) + Precision("float64") + arrangement_of(arrangement) + SM(900) + Grid()
+        assert (tuple(desc.tile), desc.block_dim.x) == (tile, threads)
 
 
 def test_the_tile_shrinks_to_small_problems():

@@ -254,6 +254,11 @@ TILE_KINDS: tuple[str, ...] = ("Precision", "Type", "Function", "BitOp", "Arrang
 GRID_MIN_TILES = 66
 
 
+def k_major(arr: dict[str, str]) -> bool:
+    """Whether A and B run contiguously along k (row-major A, column-major B)."""
+    return (arr["a"], arr["b"]) == ("row_major", "col_major")
+
+
 def suggested_tile_of(ops: Operators) -> Tile:
     """The block tile a Grid() descriptor suggests.
 
@@ -262,13 +267,14 @@ def suggested_tile_of(ops: Operators) -> Tile:
       TFLOP/s, and gelu(a @ b + bias) 7-9% slower than the plain GEMM; 128 x 256 tiles of two
       warpgroups ran at 348-460, their 128 accumulators a thread took 253 registers with the
       fused epilogue, which ran 43% slower; 128 x 128 ran at 321-363.
-    - Other tensor cores: 128 x 128 (for float64 with 512 threads: ``grid_tile_threads``).
+    - Other tensor cores: 128 x 128 (for float64 with 256 or 512 threads: ``grid_tile_threads``).
     - FMA: 128 x 128 x 32 for float32 (256 threads, an 8x8 micro-tile each: on an H100 4096^3
       ran at 0.79x torch.matmul, 128 x 64 x 16 at 0.56x); else 128 x 64, or 64 x 64 for 64-bit
       and complex values.
     - k: rows of 128 bytes for wgmma (its widest swizzle), 64 bytes on mma.sync (32 values of
-      float64: 0.73x against 0.63x with 16), 16 values of the other 32-bit FMA types and 8 of
-      the wider ones.
+      float64 where A is row-major and B column-major: 0.73x against 0.63x with 16; 16 in the
+      other arrangements, see grid_tile_threads), 16 values of the other 32-bit FMA types and 8
+      of the wider ones.
 
     Each side shrinks to the problem's, rounded up to the instruction's shape (m to a multiple
     of 64 for wgmma, 16 otherwise); then, while the problem has fewer than GRID_MIN_TILES
@@ -285,7 +291,10 @@ def suggested_tile_of(ops: Operators) -> Tile:
     if wgmma is not None:
         tile, m_step, k_step = (256, 128, 128 // esize), 64, wgmma.k
     elif base.is_mma:
-        tile = (128, 128, 32) if esize == 8 else (128, 128, max(base.k, 64 // esize))
+        if esize == 8:  # float64: k 32 where A and B are K-major, else 16 (fewer registers: see grid_tile_threads)
+            tile = (128, 128, 32 if k_major(arr) else 16)
+        else:
+            tile = (128, 128, max(base.k, 64 // esize))
         m_step, k_step = 16, base.k
     elif takes_float_micro_tiles(prec, is_complex_of(ops), 8, 8):  # float32 (the tile's sides are multiples of 8)
         tile, m_step, k_step = (128, 128, 32), 16, 8
@@ -315,15 +324,19 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     """Threads of a Grid() descriptor's blocks where BlockDim is absent and wgmma can take the
     tile: a warpgroup per 64 rows (at most four), each holding a 64 x n slice of the tile in
     registers, so that the block has warps enough to hide its copies. On float64 tensor cores,
-    a warp per 32 x 32 of the tile (at most 16 warps: on an H100, 4096^3 on 128 x 128 x 32 tiles
-    ran at 0.73x torch.matmul with 512 threads, 0.68x with 256). None elsewhere (the tile's own
-    suggestion)."""
+    a warp per 32 x 32 of the tile where A is row-major and B column-major (at most 16 warps: on
+    an H100, 4096^3 on 128 x 128 x 32 tiles ran at 0.73-0.75x torch.matmul with 512 threads,
+    0.68x with 256), else a warp per 64 x 32 (at most 8: there the 512 threads' 128 registers
+    spilled 364 bytes; 128 x 128 x 16 tiles on 256 threads ran at 0.69-0.74x against 0.59-0.67x
+    in the other arrangements). None elsewhere (the tile's own suggestion)."""
     if "BlockDim" in ops:
         return None
     prec = precision_of(ops)
     base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], is_complex_of(ops), ops["SM"].value)  # type: ignore[attr-defined]
     if base.is_mma and base.accumulator == "double":
-        return min(512, max(128, tile.m * tile.n // (32 * 32) * 32))
+        if k_major(arrangement_of(ops)):
+            return min(512, max(128, tile.m * tile.n // (32 * 32) * 32))
+        return min(256, max(128, tile.m * tile.n // (64 * 32) * 32))
     if tile.m % 64:
         return None
     threads = 128 * min(4, tile.m // 64)
