@@ -21,6 +21,7 @@ from .traits import (
     arrangement_of,
     element_sizes_of,
     is_complex_of,
+    k_major,
     leading_dimension_of,
     precision_of,
     shared_memory_parts_of,
@@ -154,7 +155,7 @@ def _check_packed_real(ops: Mapping[str, Operator]) -> None:
 def _check_packed_arrangement(ops: Mapping[str, Operator]) -> None:
     found = _packed(ops)
     arr = arrangement_of(ops)
-    if found is not None and (arr["a"], arr["b"]) != ("row_major", "col_major"):
+    if found is not None and not k_major(arr):
         a, b, _, names = found
         raise DescriptorError(
             f"{names} needs row-major A and column-major B (given {arr['a']} A, {arr['b']} B): the "

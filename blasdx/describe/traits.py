@@ -286,7 +286,7 @@ def suggested_tile_of(ops: Operators) -> Tile:
     family = ops.get("InstructionFamily")
     wgmma = WGMMA_OF.get(base.name) if sm == WGMMA_SM and not (family is not None and family.value == "mma") else None  # type: ignore[attr-defined]
     arr = arrangement_of(ops)
-    if wgmma is not None and not wgmma.reads_transposed and (arr["a"], arr["b"]) != ("row_major", "col_major"):
+    if wgmma is not None and not wgmma.reads_transposed and not k_major(arr):
         wgmma = None  # K-major only: mma.sync runs
     if wgmma is not None:
         tile, m_step, k_step = (256, 128, 128 // esize), 64, wgmma.k
