@@ -74,7 +74,9 @@ def _template(name: str) -> jinja2.Template:
     return _environment(templates_dir()).get_template(name)
 
 
-def _matrix_context(x: MatrixPlan, use_cp_async: bool) -> dict:
+def _matrix_context(x: MatrixPlan, use_cp_async: bool, own_kernel: bool = False) -> dict:
+    """What the templates print of one matrix; ``own_kernel``: a kernel blasdx launches, whose
+    plan has the arrays' own alignment (blasdx.plan.with_alignment, grid_with_alignment)."""
     ctx = asdict(x)
     ctx["row_major"] = x.layout == "row_major"
     ctx["async"] = "true" if use_cp_async and x.vector_bytes >= 4 else "false"
@@ -84,19 +86,22 @@ def _matrix_context(x: MatrixPlan, use_cp_async: bool) -> dict:
     # the narrow one elsewhere; bytes per copy, or "shifted".
     ctx["wide_copy"] = "shifted" if x.shifted_copies and x.vector_bytes < 4 else x.vector_bytes
     ctx["narrow_copy"] = "shifted" if x.shifted_copies else x.element_size
+    # Whether load_x checks the pointer's alignment at run time: in a user's kernel, or where the
+    # plan does not promise vector_bytes. (Both copies compiled in cost the grid kernels ~1 s.)
+    ctx["pointer_check"] = not own_kernel or x.alignment < x.vector_bytes
     return ctx
 
 
-def _context(plan: GemmPlan, name: str) -> dict:
+def _context(plan: GemmPlan, name: str, own_kernel: bool = False) -> dict:
     """The block GEMM's template context: the plan's values, spelled for C++."""
     instr = plan.instruction
     ctx = {
         "name": name,
         "kernel_name": plan.kernel_name,
         "description": f"{plan.m}x{plan.n}x{plan.k}, {instr.name}, {plan.threads} threads",
-        "a": _matrix_context(plan.a, plan.use_cp_async),
-        "b": _matrix_context(plan.b, plan.use_cp_async),
-        "c": _matrix_context(plan.c, plan.use_cp_async),
+        "a": _matrix_context(plan.a, plan.use_cp_async, own_kernel),
+        "b": _matrix_context(plan.b, plan.use_cp_async, own_kernel),
+        "c": _matrix_context(plan.c, plan.use_cp_async, own_kernel),
         "m": plan.m, "n": plan.n, "k": plan.k,
         "scalar_type": plan.scalar_type,
         "acc_type": f"blasdx::complex<{plan.acc_type}>" if plan.is_complex else plan.acc_type,
@@ -160,10 +165,11 @@ def render_common() -> str:
     return _template("common.cuh.j2").render()
 
 
-def render_block(plan: GemmPlan, name: str) -> str:
-    """The block GEMM of ``plan`` in namespace ``name`` (without the common helpers)."""
+def render_block(plan: GemmPlan, name: str, own_kernel: bool = False) -> str:
+    """The block GEMM of ``plan`` in namespace ``name`` (without the common helpers);
+    ``own_kernel``: for a kernel blasdx launches (see _matrix_context)."""
     check_namespace(name)
-    return _template("gemm.cuh.j2").render(**_context(plan, name))
+    return _template("gemm.cuh.j2").render(**_context(plan, name, own_kernel))
 
 
 def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
@@ -171,7 +177,7 @@ def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
     return render_common() + "\n" + render_block(plan, name)
 
 
-def render_grid_block(plan: GridPlan, name: str) -> str:
+def render_grid_block(plan: GridPlan, name: str, own_kernel: bool = False) -> str:
     """A Grid() descriptor's device code in namespace ``name`` (without the common helpers):
     the tile's block GEMM, then the tile loop's pieces (block_tile_origin, mainloop, store_block_tile)."""
     tile = plan.tile
@@ -183,7 +189,7 @@ def render_grid_block(plan: GridPlan, name: str) -> str:
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
         swizzled=tile.a.swizzle > 0, overlapped=tile.instruction.is_wgmma and plan.stages >= 3, split_k=plan.split_k,
         paired_store=tile.instruction.is_mma)
-    return render_block(tile, name) + "\n" + grid
+    return render_block(tile, name, own_kernel) + "\n" + grid
 
 
 def render_grid_device_source(plan: GridPlan, name: str = "gemm") -> str:
@@ -200,7 +206,7 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
     tma["cluster"] = plan.cluster
     return _template("grid.cu.j2").render(
-        common=render_common(), device=render_grid_block(plan, ns), ns=ns, block_threads=plan.threads,
+        common=render_common(), device=render_grid_block(plan, ns, own_kernel=True), ns=ns, block_threads=plan.threads,
         tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         tma=plan.tma, **tma, **_fusion_context(ns, fusion, grid=True, tma=plan.tma))
@@ -231,7 +237,7 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
     batched kernel's plan (blasdx.plan.kernel_plan), ``name`` its kernel name."""
     ns = BATCHED_NAMESPACE
     return _template("kernel.cu.j2").render(
-        common=render_common(), device=render_block(kernel, ns), ns=ns,
+        common=render_common(), device=render_block(kernel, ns, own_kernel=True), ns=ns,
         threads=kernel.threads, min_blocks=kernel.overrides.min_blocks_per_sm or 0, kernel_name=name,
         stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
         **_fusion_context(ns, fusion),
