@@ -84,7 +84,7 @@ def _matrix_context(x: MatrixPlan, use_cp_async: bool, own_kernel: bool = False)
     ctx["element_async"] = "true" if use_cp_async and x.element_size >= 4 else "false"
     # load_x's copies: the wide one where the leading dimension and pointer allow vector_bytes,
     # the narrow one elsewhere; bytes per copy, or "shifted".
-    ctx["wide_copy"] = "shifted" if x.shifted_copies and x.vector_bytes < 4 else x.vector_bytes
+    ctx["wide_copy"] = "shifted" if x.wide_copies_shifted else x.vector_bytes
     ctx["narrow_copy"] = "shifted" if x.shifted_copies else x.element_size
     # Whether load_x checks the pointer's alignment at run time: in a user's kernel, or where the
     # plan does not promise vector_bytes. (Both copies compiled in cost the grid kernels ~1 s.)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..arch import CP_ASYNC_MIN_SM, Instruction, shared_memory_limit
 from ..describe.precision import PRECISIONS, short_code
-from ..describe.traits import shared_memory_parts_of, takes_float_micro_tiles
+from ..describe.traits import arrangement_of, k_major, shared_memory_parts_of, takes_float_micro_tiles
 from .overrides import NO_OVERRIDES, PlanOverrides
 
 if TYPE_CHECKING:
@@ -62,6 +62,12 @@ class MatrixPlan:
         return (self.pack == 1 and self.element_size < 4 and self.inner * self.element_size % 16 == 0
                 and self.shared_alignment >= 16 and self.smem_offset % 16 == 0
                 and (self.swizzle > 0 or self.smem_ld * self.element_size % 16 == 0))
+
+    @property
+    def wide_copies_shifted(self) -> bool:
+        """Whether even the copies the plan's alignment allows are shifted ones (vector_bytes
+        under 4: rows of 1- or 2-byte elements off 4-byte boundaries)."""
+        return self.shifted_copies and self.vector_bytes < 4
 
 
 @dataclass(frozen=True)
@@ -304,8 +310,7 @@ def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool)
     precision = dict(zip("abc", desc.precision))
     if takes_float_micro_tiles(precision, desc.is_complex, m, n) and m * n >= 32 * threads:
         tile_n = 8 if long_k_loop and n % 8 == 0 and m * n >= 64 * threads else 4
-        k_contiguous = (desc.arrangement.a, desc.arrangement.b) == ("row_major", "col_major")
-        return 8, tile_n, 4, 1 if k_contiguous else 4
+        return 8, tile_n, 4, 1 if k_major(arrangement_of(desc.operator_map)) else 4
     tile_m, tile_n = min(4, m), min(4, n)
     return tile_m, tile_n, tile_m, tile_n
 

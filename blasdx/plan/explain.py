@@ -153,7 +153,7 @@ def explain_grid(desc: Descriptor) -> str:
 def _copies_line(p: GridPlan) -> str:
     """How the K loop copies A and B on 16-byte aligned arrays (``p`` planned for them)."""
     def width(x: MatrixPlan) -> str:
-        if x.shifted_copies and x.vector_bytes < 4:
+        if x.wide_copies_shifted:
             return "in 16-byte pieces cut from aligned loads (copy_runs_shifted)"
         return f"{x.vector_bytes} bytes at a time"
 
