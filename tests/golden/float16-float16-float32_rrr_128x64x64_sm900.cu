@@ -566,6 +566,29 @@ __device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
   return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
 }
 
+// Every tile's wgmma of this thread's warpgroup in flight as one group.
+__device__ __forceinline__ void issue_wgmma(accumulator& acc, const a_t* sa, const b_t* sb) {
+#pragma unroll
+  for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+  wgmma_begin();
+#pragma unroll
+  for (int p = 0; p < passes; ++p)
+    if (has_tile(acc, p)) wgmma_issue(acc.tile[p], tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb);
+  wgmma_commit();
+#pragma unroll
+  for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+}
+
+// acc += op(a_load(A)) * op(b_load(B)) with the mma.sync fragments (where wgmma does not run), synchronously.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
+                                                   const BLoad& b_load) {
+  const worker w(acc.rank);
+#pragma unroll
+  for (int p = 0; p < passes; ++p)
+    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+}
+
 // acc += op(a_load(A)) * op(b_load(B)), started: where wgmma runs, its instructions are issued and
 // this returns at once, and until multiply_wait says they are done, neither acc nor A and B in shared
 // memory may be touched (a K loop multiplies the next tile meanwhile: wgmma chains on the same
@@ -574,22 +597,11 @@ template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                                const BLoad& b_load = {}) {
   if (acc.rank >= workers) return;
-  if (wgmma_runs<ALoad, BLoad>(sa, sb)) {  // every tile's wgmma in flight as one group
-#pragma unroll
-    for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
-    wgmma_begin();
-#pragma unroll
-    for (int p = 0; p < passes; ++p)
-      if (has_tile(acc, p)) wgmma_issue(acc.tile[p], tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb);
-    wgmma_commit();
-#pragma unroll
-    for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+  if (wgmma_runs<ALoad, BLoad>(sa, sb)) {
+    issue_wgmma(acc, sa, sb);
     return;
   }
-  const worker w(acc.rank);
-#pragma unroll
-  for (int p = 0; p < passes; ++p)
-    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+  multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
 // Wait until at most Pending of this thread's latest multiply_async calls still run: the
@@ -604,12 +616,21 @@ __device__ __forceinline__ void multiply_wait(accumulator& acc) {
 }
 
 // acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb); returns with the
-// products in acc.
+// products in acc. The wgmma and their wait lie in one branch: where a run-time choice of path
+// separates them (multiply_async, then multiply_wait), ptxas waits after every instruction
+// (its C7515 and C7518).
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                          const BLoad& b_load = {}) {
-  multiply_async(sa, sb, acc, a_load, b_load);
-  multiply_wait<0>(acc);
+  if (acc.rank >= workers) return;
+  if (wgmma_runs<ALoad, BLoad>(sa, sb)) {
+    issue_wgmma(acc, sa, sb);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+    return;
+  }
+  multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
 // acc = c_load(C) for the values inside m x n (zero for the rest).

@@ -351,15 +351,22 @@ __device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
   return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
 }
 
+// acc += op(a_load(A)) * op(b_load(B)) with the path's instructions, synchronously.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
+                                                   const BLoad& b_load) {
+  const worker w(acc.rank);
+#pragma unroll
+  for (int p = 0; p < passes; ++p)
+    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+}
+
 // acc += op(a_load(A)) * op(b_load(B)), started: on this path the same as multiply().
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                                const BLoad& b_load = {}) {
   if (acc.rank >= workers) return;
-  const worker w(acc.rank);
-#pragma unroll
-  for (int p = 0; p < passes; ++p)
-    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+  multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
 // Wait until at most Pending of this thread's latest multiply_async calls still run: the
@@ -374,8 +381,8 @@ __device__ __forceinline__ void multiply_wait(accumulator& acc) {
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                          const BLoad& b_load = {}) {
-  multiply_async(sa, sb, acc, a_load, b_load);
-  multiply_wait<0>(acc);
+  if (acc.rank >= workers) return;
+  multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
 // acc = c_load(C) for the values inside m x n (zero for the rest).
