@@ -112,6 +112,10 @@ constexpr int im = 16, in_ = 8, ik = 32;
 constexpr int pm = 2, pn = 4;
 constexpr int tile_m = 32, tile_n = 32, tiles_n = 2, tiles = 2;
 using frag_t = unsigned;
+// The warp tiles cover m x n exactly, and the instruction steps k: no element of a tile needs a
+// bounds check (a tile that a thread multiplies or stores always exists).
+constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
+constexpr bool whole_k = k % ik == 0;
 using mma_acc_t = int;
 constexpr int a_regs = 4, b_regs = 2, c_vals = 4;
 
@@ -200,8 +204,6 @@ template <class Tile> __device__ __forceinline__ auto& value_of(Tile& acc, int e
 __device__ __forceinline__ int value_row(const worker& w, tile_position at, int e) { return at.m0 + w.row0 + e / (pn * c_vals) * im + c_row(e % c_vals, w.g, w.t); }
 __device__ __forceinline__ int value_col(const worker& w, tile_position at, int e) { return at.n0 + e / c_vals % pn * in_ + c_col(e % c_vals, w.g, w.t); }
 
-// The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
-constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
 // Fragment values v and v + 1 are neighbouring columns of one row: column-major C takes them one at a time.
 constexpr bool c_pairs = false;
 using c_pair_t = blasdx::pair<c_t>;

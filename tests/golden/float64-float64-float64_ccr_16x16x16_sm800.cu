@@ -126,6 +126,10 @@ constexpr int im = 8, in_ = 8, ik = 4;
 constexpr int pm = 2, pn = 2;
 constexpr int tile_m = 16, tile_n = 16, tiles_n = 1, tiles = 1;
 using frag_t = double;
+// The warp tiles cover m x n exactly, and the instruction steps k: no element of a tile needs a
+// bounds check (a tile that a thread multiplies or stores always exists).
+constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
+constexpr bool whole_k = k % ik == 0;
 using mma_acc_t = double;
 
 // m8n8k4 double fragments, lane (g, t) = (lane / 4, lane % 4): A value j at (g + 8 (j & 1), t + 4 (j >> 1)),
@@ -137,7 +141,7 @@ __device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* 
 #pragma unroll
   for (int j = 0; j < a_regs; ++j) {
     const int r = r0 + g + 8 * (j & 1), c = k0 + t + 4 * (j >> 1);
-    f[j] = (r < m && c < k) ? blasdx::apply_load(op, sa[a_index(r, c)]) : 0.0;
+    f[j] = (whole_tiles || r < m) && (whole_k || c < k) ? blasdx::apply_load(op, sa[a_index(r, c)]) : 0.0;
   }
 }
 template <class Op>
@@ -146,7 +150,7 @@ __device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* 
 #pragma unroll
   for (int j = 0; j < b_regs; ++j) {
     const int r = k0 + t + 4 * j, c = n0 + g;
-    f[j] = (r < k && c < n) ? blasdx::apply_load(op, sb[b_index(r, c)]) : 0.0;
+    f[j] = (whole_k || r < k) && (whole_tiles || c < n) ? blasdx::apply_load(op, sb[b_index(r, c)]) : 0.0;
   }
 }
 __device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
@@ -185,8 +189,6 @@ template <class Tile> __device__ __forceinline__ auto& value_of(Tile& acc, int e
 __device__ __forceinline__ int value_row(const worker& w, tile_position at, int e) { return at.m0 + w.row0 + e / (pn * c_vals) * im + c_row(e % c_vals, w.g, w.t); }
 __device__ __forceinline__ int value_col(const worker& w, tile_position at, int e) { return at.n0 + e / c_vals % pn * in_ + c_col(e % c_vals, w.g, w.t); }
 
-// The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
-constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
 // Fragment values v and v + 1 are neighbouring columns of one row: in row-major C with an even leading dimension they are read and written as one (C aligned to two elements: checked at run time).
 constexpr bool c_pairs = true;
 using c_pair_t = blasdx::pair<c_t>;

@@ -126,6 +126,10 @@ constexpr int im = 16, in_ = 8, ik = 8;
 constexpr int pm = 1, pn = 1;
 constexpr int tile_m = 16, tile_n = 8, tiles_n = 1, tiles = 1;
 using frag_t = unsigned;
+// The warp tiles cover m x n exactly, and the instruction steps k: no element of a tile needs a
+// bounds check (a tile that a thread multiplies or stores always exists).
+constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
+constexpr bool whole_k = k % ik == 0;
 using mma_acc_t = float;
 constexpr int a_regs = 4, b_regs = 2, c_vals = 4;
 
@@ -141,7 +145,7 @@ __device__ __forceinline__ void load_fragment_a(frag_t (&f)[a_regs], const a_t* 
 #pragma unroll
     for (int e = 0; e < epr; ++e) {
       const int c = k0 + epr * t + e + (ik / 2) * (j >> 1);
-      if (r < m && c < k) word |= blasdx::operand_bits(blasdx::apply_load(op, sa[a_index(r, c)])) << (e * (32 / epr));
+      if ((whole_tiles || r < m) && (whole_k || c < k)) word |= blasdx::operand_bits(blasdx::apply_load(op, sa[a_index(r, c)])) << (e * (32 / epr));
     }
     f[j] = word;
   }
@@ -156,7 +160,7 @@ __device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* 
 #pragma unroll
     for (int e = 0; e < epr; ++e) {
       const int r = k0 + epr * t + e + (ik / 2) * j;
-      if (r < k && c < n) word |= blasdx::operand_bits(blasdx::apply_load(op, sb[b_index(r, c)])) << (e * (32 / epr));
+      if ((whole_k || r < k) && (whole_tiles || c < n)) word |= blasdx::operand_bits(blasdx::apply_load(op, sb[b_index(r, c)])) << (e * (32 / epr));
     }
     f[j] = word;
   }
@@ -199,8 +203,6 @@ template <class Tile> __device__ __forceinline__ auto& value_of(Tile& acc, int e
 __device__ __forceinline__ int value_row(const worker& w, tile_position at, int e) { return at.m0 + w.row0 + e / (pn * c_vals) * im + c_row(e % c_vals, w.g, w.t); }
 __device__ __forceinline__ int value_col(const worker& w, tile_position at, int e) { return at.n0 + e / c_vals % pn * in_ + c_col(e % c_vals, w.g, w.t); }
 
-// The warp tiles cover m x n exactly: no element of a tile needs a bounds check.
-constexpr bool whole_tiles = m % tile_m == 0 && n % tile_n == 0;
 // Fragment values v and v + 1 are neighbouring columns of one row: column-major C takes them one at a time.
 constexpr bool c_pairs = false;
 using c_pair_t = blasdx::pair<c_t>;
