@@ -64,6 +64,41 @@ extern "C" __global__ void load_then_store(gemm::c_t* c, long long ldc, gemm::sc
 # C (M x N) = alpha A (M x K) B (K x N) + beta C at any sizes, by one block walking the
 # descriptor's tiles: edge tiles load partly (zeros past the matrix) and store partly. Element
 # (r, c) of X is x[r * x_row + c * x_col] (the strides say the layout).
+OVERLAPPED = r"""
+// The K loop of KERNELS with multiply_async: step t multiplies while step t + 1's tiles load
+// into the other of two stages (each c_offset bytes: A and B). ptxas keeps the wgmma in
+// flight only as the device API says: threads past gemm::threads return first, and the loop
+// is entered only where it runs.
+extern "C" __global__ void k_loop_overlapped(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long lda,
+                                             long long ldb, long long ldc, int tiles, long long a_step,
+                                             long long b_step, int* visits, gemm::scalar_t alpha, gemm::scalar_t beta) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  if (blasdx::thread_rank() >= gemm::threads) return;
+  auto stage_a = [&](int s) { return reinterpret_cast<gemm::a_t*>(smem + s * gemm::c_offset + gemm::a_offset); };
+  auto stage_b = [&](int s) { return reinterpret_cast<gemm::b_t*>(smem + s * gemm::c_offset + gemm::b_offset); };
+  gemm::accumulator acc = gemm::make_accumulator();
+  if (tiles > 0) {
+    gemm::load_a(a, lda, stage_a(0));
+    gemm::load_b(b, ldb, stage_b(0));
+    gemm::copy_wait();
+    for (int t = 0; t < tiles; ++t) {
+      gemm::multiply_async(stage_a(t & 1), stage_b(t & 1), acc);
+      gemm::multiply_wait<1>(acc);  // step t - 1 is done: its stage takes step t + 1's tiles
+      __syncthreads();
+      if (t + 1 < tiles) {
+        gemm::load_a(a + (t + 1) * a_step, lda, stage_a((t + 1) & 1));
+        gemm::load_b(b + (t + 1) * b_step, ldb, stage_b((t + 1) & 1));
+      }
+      gemm::copy_wait();
+    }
+    gemm::multiply_wait<0>(acc);
+  }
+  for (int i = 0; i < gemm::accumulator::size; ++i)
+    if (acc.in_bounds(i)) atomicAdd(visits + acc.row(i) * gemm::n + acc.col(i), 1);
+  gemm::store(acc, c, ldc, alpha, beta);
+}
+"""
+
 EDGES = r"""
 extern "C" __global__ void edges(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int M, int N, int K,
                                  long long lda, long long ldb, long long ldc, long long a_row, long long a_col,

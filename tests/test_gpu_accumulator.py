@@ -63,7 +63,10 @@ def _step(operand, tile_rows: int, tile_cols: int, along: str) -> int:
     return tile_rows * operand.ld if operand.layout == "row_major" else tile_rows
 
 
-def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED):
+def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED, source=KERNELS, name="k_loop",
+               shared_memory=None):
+    """Run ``name`` of ``source`` (KERNELS' k_loop or a kernel of its signature) over ``tiles`` K
+    tiles of random data; assert that each value of C was written once and within the bound."""
     import cupy
 
     rng = np.random.default_rng(seed)
@@ -74,14 +77,14 @@ def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED)
     if beta == 0:
         c.poison_all()  # never read
         c_before = np.zeros_like(c.values)
-    kernel = blasdx.compile_kernel(desc.device_source("gemm") + KERNELS, "k_loop")
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + source, name)
     visits = cupy.zeros(m * n, dtype=np.int32)
     threads = launch_threads or desc.max_threads_per_block
     kernel(1, (threads, 1, 1),
            (a.array, b.array, c.array, np.int64(a.ld), np.int64(b.ld), np.int64(c.ld), np.int32(tiles),
             np.int64(_step(a, m, k, "cols")), np.int64(_step(b, k, n, "rows")), visits,
             scalar(alpha, desc.plan, "alpha"), scalar(beta, desc.plan, "beta")),
-           shared_mem=desc.shared_memory_size)
+           shared_mem=shared_memory or desc.shared_memory_size)
     assert bool((visits == 1).all()), f"{desc!r}: values visited {np.unique(visits.get())} times (seed {seed})"
     ref = alpha * (a.values[0] @ b.values[0]) + beta * c_before[0]
     out = c.result()[0]

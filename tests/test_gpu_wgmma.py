@@ -16,7 +16,7 @@ from blasdx import SM, Arrangement, Block, BlockDim, InstructionFamily, Precisio
 from blasdx.runtime.arguments import scalar
 
 from .gpu_support import Operand, bound, relative_error, run_and_check
-from .test_accumulator_api import KERNELS
+from .test_accumulator_api import KERNELS, OVERLAPPED
 from .test_gpu_accumulator import SEED, _describe, _step, _whole_problem, run_k_loop
 
 pytestmark = pytest.mark.gpu
@@ -93,6 +93,19 @@ extern "C" __global__ void probe(int* out) {
   out[2] = static_cast<int>(blasdx::shared_address(smem + gemm::b_offset) & 1023);
 }
 """
+
+
+@pytest.mark.parametrize("tiles", [1, 2, 7])
+@pytest.mark.parametrize("prec, arr, size", [(("float16", "float16", "float32"), "rcr", (64, 64, 64)),
+                                             (("bfloat16",) * 3, "rrr", (128, 128, 64)),
+                                             (("float16", "float16", "float32"), "crc", (192, 96, 48)),
+                                             (K_MAJOR[1], "rcr", (128, 64, 128))])
+def test_multiply_async_k_loop_overlaps_the_next_tiles_loads(prec, arr, size, tiles):
+    """The device API's overlapped K loop (two stages; the next tiles load while this one
+    multiplies): every value of C written once, within the bound."""
+    desc = _wgmma(prec, arr, size)
+    two_stages = 2 * desc.plan.c.smem_offset  # A and B of a step end where C would start
+    run_k_loop(desc, tiles, alpha=2, beta=-1, source=OVERLAPPED, name="k_loop_overlapped", shared_memory=two_stages)
 
 
 def test_the_test_kernels_take_the_wgmma_branch():

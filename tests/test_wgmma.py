@@ -31,7 +31,7 @@ from blasdx.compiler.nvrtc import nvrtc_compile, options_for
 from blasdx.pipeline import kernel_source
 from blasdx.plan import grid_with_alignment, kernel_plan, with_alignment
 
-from .test_accumulator_api import CHAINED, EDGES, KERNELS, chained_descriptors
+from .test_accumulator_api import CHAINED, EDGES, KERNELS, OVERLAPPED, chained_descriptors
 
 LAYOUT = {"r": "row_major", "c": "col_major"}
 ARRANGEMENTS = ["".join(x) for x in itertools.product("rc", repeat=3)]
@@ -260,3 +260,12 @@ def test_ptxas_keeps_the_wgmma_of_execute_kernels_in_flight_together(desc):
     source = kernel_source(plan)
     name = re.search(r'__global__ void (?:__\w+__\([^)]*\) )*(\w+)\(', source).group(1)
     assert "serialized" not in ptxas_log(source, name)
+
+
+
+@pytest.mark.parametrize("size, prec", [((64, 64, 64), ("float16", "float16", "float32")),
+                                        ((128, 128, 64), ("bfloat16",) * 3), ((128, 128, 128), ("float8_e4m3",) * 2 + ("float32",))])
+def test_ptxas_keeps_multiply_async_in_flight_in_the_documented_k_loop(size, prec):
+    desc = gemm(size, prec, "rcr")
+    log = ptxas_log(desc.device_source("gemm") + OVERLAPPED, "k_loop_overlapped")
+    assert "serialized" not in log, log

@@ -594,7 +594,10 @@ __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb,
 // acc += op(a_load(A)) * op(b_load(B)), started: where wgmma runs, its instructions are issued and
 // this returns at once, and until multiply_wait says they are done, neither acc nor A and B in shared
 // memory may be touched (a K loop multiplies the next tile meanwhile: wgmma chains on the same
-// accumulators); elsewhere it is multiply().
+// accumulators); elsewhere it is multiply(). ptxas keeps a group in flight past multiply_wait<1> only
+// where it sees that no thread past `threads` reaches it (return those first: if (blasdx::thread_rank()
+// >= threads) return;) and that no path joins multiply_wait<0> without a group (enter the K loop
+// only if it runs at least once); otherwise it waits after every wgmma (ptxas -v: C7515, C7518).
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                                const BLoad& b_load = {}) {
