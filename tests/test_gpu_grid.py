@@ -284,3 +284,20 @@ def test_rows_on_any_byte_boundary(prec, arr):
            "c": (n if arr[2] == "r" else m) + 5}
     desc = grid(prec, arr, (m, n, k), 900, False, LeadingDimension(lds["a"], lds["b"], lds["c"]))
     run_and_check(desc, np.random.default_rng(15), batch=2, alpha=2, beta=-1, lds=lds)
+
+
+@pytest.mark.parametrize("extra", [(), (Tile(128, 256, 64), BlockDim(256)), (Tile(64, 128, 64), BlockDim(128))],
+                         ids=["suggested", "128x256", "64x128"])
+@pytest.mark.parametrize("prec", [("float16",) * 3, ("bfloat16",) * 3], ids=["f16", "bf16"])
+@pytest.mark.parametrize("alpha, beta", [(1, 0), (2, -1)])
+def test_16_bit_c_in_quads_of_whole_tiles(prec, extra, alpha, beta):
+    """Whole tiles of 16-bit row-major C, aligned to four elements, are written four neighbours a
+    lane (lanes swap pairs); the edge tiles of the same problem and a C of odd leading dimension
+    keep the pairs. Padding of C stays untouched."""
+    desc = grid(prec, "rcr", (520, 264, 96), 900, False, *extra)  # whole tiles and edges in m and n
+    run_and_check(desc + LeadingDimension(96, 96, 268), np.random.default_rng(16), batch=2, alpha=alpha, beta=beta,
+                  lds={"c": 268})
+    run_and_check(desc + LeadingDimension(96, 96, 267), np.random.default_rng(17), batch=None, alpha=alpha, beta=beta,
+                  lds={"c": 267})
+    sm80 = grid(prec, "rrr", (256, 256, 64), 800)  # the mma.sync tile of an SM 80 descriptor
+    run_and_check(sm80, np.random.default_rng(18), batch=None, alpha=alpha, beta=beta)
