@@ -621,18 +621,16 @@ __device__ __forceinline__ void multiply_wait(accumulator& acc) {
 }
 
 // acc += op(a_load(A)) * op(b_load(B)), A and B in shared memory (lda, ldb); returns with the
-// products in acc. The wgmma and their wait lie in one branch: where a run-time choice of path
-// separates them (multiply_async, then multiply_wait), ptxas waits after every instruction
-// (its C7515 and C7518).
+// products in acc.
+// The wgmma and their wait lie in one branch: where a run-time choice of path separates them
+// (multiply_async, then multiply_wait), ptxas waits after every instruction (C7515, C7518).
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                          const BLoad& b_load = {}) {
   if (acc.rank >= workers) return;
   if (wgmma_runs<ALoad, BLoad>(sa, sb)) {
     issue_wgmma(acc, sa, sb);
-    wgmma_wait<0>();
-#pragma unroll
-    for (int p = 0; p < passes; ++p) pin_accumulators(acc.tile[p]);
+    multiply_wait<0>(acc);
     return;
   }
   multiply_each_tile(sa, sb, acc, a_load, b_load);
