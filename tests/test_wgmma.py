@@ -239,15 +239,20 @@ def ptxas_log(source: str, name: str) -> str:
     ((128, 256, 64), ("bfloat16", "bfloat16", "float32"), "crc"), ((128, 128, 128), ("float8_e4m3",) * 2 + ("float32",), "rcr"),
     ((64, 64, 128), ("int8", "int8", "int32"), "rcr"), ((64, 64, 64), ("tfloat32", "tfloat32", "float32"), "rcr"),
 ])
-@pytest.mark.parametrize("kernel, name", [(REPEATED_MULTIPLY, "repeated"), (KERNELS, "k_loop"), (EDGES, "edges")])
-def test_ptxas_keeps_the_wgmma_of_a_multiply_in_flight_together(size, prec, arr, kernel, name):
+def test_ptxas_keeps_the_wgmma_of_a_multiply_in_flight_together(size, prec, arr):
     # multiply()'s wgmma and its wait lie in one branch; split across a run-time choice of path
     # (wgmma or the mma.sync fallback), ptxas waited after every instruction (its C7515 and
     # C7518 "wgmma.mma_async instructions are serialized") and 64^3 f16 ran 30% slower.
     desc = gemm(size, prec, arr)
     assert desc.instruction.name.startswith("wgmma")
-    log = ptxas_log(desc.device_source("gemm") + kernel, name)
+    log = ptxas_log(desc.device_source("gemm") + REPEATED_MULTIPLY, "repeated")
     assert "serialized" not in log, log
+
+
+@pytest.mark.parametrize("kernel, name", [(KERNELS, "k_loop"), (EDGES, "edges")])
+def test_ptxas_keeps_the_wgmma_of_the_k_loops_in_flight_together(kernel, name):
+    for desc in (gemm((64, 64, 64)), gemm((128, 128, 128), ("float8_e4m3",) * 2 + ("float32",), "rcr")):
+        assert "serialized" not in ptxas_log(desc.device_source("gemm") + kernel, name)
 
 
 @pytest.mark.parametrize("desc", [
