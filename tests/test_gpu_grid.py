@@ -301,3 +301,24 @@ def test_16_bit_c_in_quads_of_whole_tiles(prec, extra, alpha, beta):
                   lds={"c": 267})
     sm80 = grid(prec, "rrr", (256, 256, 64), 800)  # the mma.sync tile of an SM 80 descriptor
     run_and_check(sm80, np.random.default_rng(18), batch=None, alpha=alpha, beta=beta)
+
+
+@pytest.mark.parametrize("bias_shape", ["row", "column", "matrix"])
+def test_16_bit_c_with_hooks_and_bias(bias_shape):
+    """The 16-bit epilogue computes values outside the problem at the nearest element inside
+    it: the bias (every shape) and the hooks still see each output's own coordinates."""
+    import cupy
+
+    m, n, k = 520, 264, 96  # whole tiles and edge tiles
+    desc = grid(("float16",) * 3, "rcr", (m, n, k), 900, False, LeadingDimension(k, k, 268))
+    rng = np.random.default_rng(19)
+    a, b, c = (Operand(desc, x, 2, None, rng) for x in "abc")
+    shape = {"row": (n,), "column": (m, 1), "matrix": (2, m, n)}[bias_shape]
+    bias = rng.standard_normal(shape).astype(np.float16)
+    desc.execute(a.array, b.array, c.array, 2, -1, bias=cupy.asarray(bias), epilogue="gelu", prologue="negate")
+    f64 = np.float64
+    x = 2 * np.matmul(-a.values.astype(f64), -b.values.astype(f64)) - c.values.astype(f64) + bias.astype(f64)
+    from math import erf
+
+    ref = 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
+    assert relative_error(c.result().astype(f64), ref) < 5e-3
