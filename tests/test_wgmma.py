@@ -28,7 +28,7 @@ from blasdx import (
 )
 from blasdx.compiler import supported_archs
 from blasdx.compiler.nvrtc import nvrtc_compile, options_for
-from blasdx.pipeline import kernel_source
+from blasdx.pipeline import fusion, kernel_source
 from blasdx.plan import grid_with_alignment, kernel_plan, with_alignment
 
 from .test_accumulator_api import CHAINED, EDGES, KERNELS, OVERLAPPED, chained_descriptors
@@ -273,3 +273,25 @@ def test_ptxas_keeps_multiply_async_in_flight_in_the_documented_k_loop(size, pre
     desc = gemm(size, prec, "rcr")
     log = ptxas_log(desc.device_source("gemm") + OVERLAPPED, "k_loop_overlapped")
     assert "serialized" not in log, log
+
+
+@pytest.mark.parametrize("prec, epilogue, bias, alignment", [
+    (("float16",) * 3, None, False, 16), (("float16",) * 3, "gelu", True, 16),
+    (("bfloat16", "bfloat16", "float32"), None, False, 16), (("float16",) * 3, "gelu", True, 2),
+], ids=["f16", "f16-bias-gelu", "bf16-f32", "f16-bias-gelu-cp.async"])
+def test_grid_kernels_keep_wgmma_in_flight_without_the_mma_sync_fallback(prec, epilogue, bias, alignment):
+    # The grid kernel's stages start on 1024-byte boundaries by construction, so its K loop runs
+    # wgmma with no run-time test: the untaken mma.sync fallback had cost the TMA kernel of
+    # 256x128 float16 tiles 52-240 bytes of spills and a warpgroup.wait ptxas injected (C7517).
+    # The cp.async kernel (arrays aligned to less than 16 bytes) had its wgmma serialized (C7518)
+    # until its threads past the tile's returned first.
+    desc = (Size(4096, 4096, 4096) + Precision(*prec) + Arrangement("row_major", "col_major", "row_major") + SM(900)
+            + Grid())
+    plan = grid_with_alignment(desc.plan, (alignment,) * 3)
+    assert plan.tma == (alignment == 16)
+    source = kernel_source(plan, fusion(desc, None, epilogue, None, None, None, None, bias))
+    name = re.search(r'__global__ void (?:__\w+__\([^)]*\) )*(\w+)\(', source).group(1)
+    log = ptxas_log(source, name)
+    assert "serialized" not in log and "C7517" not in log, log
+    if plan.tma:
+        assert "0 bytes spill stores, 0 bytes spill loads" in log, log

@@ -609,6 +609,28 @@ __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, acc
   multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
+// Not part of the device API: multiply_async for A and B that start on 1024-byte boundaries by
+// construction (the grid kernel's stages). Without multiply_async's run-time test ptxas leaves out
+// the mma.sync fallback, whose registers cost the grid kernel of 256x128 float16 tiles 52-240
+// bytes of spills and an injected warpgroup.wait. Load hooks, or a build for sm_90 without the
+// "a", still take multiply_async.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void multiply_async_aligned(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
+                                                       const BLoad& b_load) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool by_wgmma = blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value;
+#else
+  constexpr bool by_wgmma = false;
+#endif
+  static_assert(a_offset % 1024 == 0 && b_offset % 1024 == 0 && shared_memory_size % 1024 == 0,
+                "a stage's A and B start on 1024-byte boundaries");
+  if constexpr (by_wgmma) {
+    if (acc.rank < workers) issue_wgmma(acc, sa, sb);
+  } else {
+    multiply_async(sa, sb, acc, a_load, b_load);
+  }
+}
+
 // Wait until at most Pending of this thread's latest multiply_async calls still run: the
 // products of the others are in acc, and their A and B may be overwritten (after a barrier, for
 // other threads' writes). Synchronizes nothing else.
