@@ -189,9 +189,15 @@ def render_grid_block(plan: GridPlan, name: str, own_kernel: bool = False) -> st
         problem_lda=plan.a.ld, problem_ldb=plan.b.ld, problem_ldc=plan.c.ld,
         a=_matrix_context(plan.a, False), b=_matrix_context(plan.b, False), c=_matrix_context(plan.c, False),
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
-        swizzled=tile.a.swizzle > 0, overlapped=tile.instruction.is_wgmma and plan.stages >= 3, split_k=plan.split_k,
+        swizzled=tile.a.swizzle > 0, overlapped=_overlapped(plan), split_k=plan.split_k,
         paired_store=tile.instruction.is_mma)
     return render_block(tile, name, own_kernel) + "\n" + grid
+
+
+def _overlapped(plan: GridPlan) -> bool:
+    """Whether the cp.async K loop (mainloop_range) keeps a K tile's wgmma in flight while it
+    copies the next: wgmma, and stages enough for a K tile in flight beside the one copied."""
+    return plan.tile.instruction.is_wgmma and plan.stages >= 3
 
 
 def render_grid_device_source(plan: GridPlan, name: str = "gemm") -> str:
@@ -211,7 +217,7 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         common=render_common(), device=render_grid_block(plan, ns, own_kernel=True), ns=ns, block_threads=plan.threads,
         tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
-        tma=plan.tma, **tma, **_fusion_context(ns, fusion, grid=True, tma=plan.tma))
+        overlapped=_overlapped(plan), tma=plan.tma, **tma, **_fusion_context(ns, fusion, grid=True, tma=plan.tma))
 
 
 def _tma_context(operand: TmaOperand, origin: str) -> dict:
