@@ -19,8 +19,8 @@ from blasdx.plan.kernel import kernel_parameters
 from blasdx.runtime.arguments import BiasView, MatrixView
 
 
-def _view(name: str, ptr: int, batch_stride: int) -> MatrixView:
-    return MatrixView(name, ptr, 0, np.dtype(np.float32), (3, 16, 16), (batch_stride, 16, 1), 4, None)
+def _view(name: str, ptr: int, batch_stride: int, batch: int = 3) -> MatrixView:
+    return MatrixView(name, ptr, 0, np.dtype(np.float32), (batch, 16, 16), (batch_stride, 16, 1), 4, None)
 
 
 @pytest.fixture(autouse=True)
@@ -52,10 +52,10 @@ def test_every_parameter_gets_its_value(launches, has_bias):
     bias = BiasView(0x5000, (0, 0, 1), 64, None) if has_bias else None
     bound = launch.bind(_kernel(), _view("a", 0x1000, 256), _view("b", 0x2000, 300), _view("c", 0x3000, 512),
                         bias)
-    assert bound.grid == 2  # 3 items, 2 resident blocks: the kernel loops over the rest
+    assert bound.grid == 3  # one block per item, more than the 2 the device runs at once
     bound.launch(0x1000, 0x2000, 0x3000, bound.scalar_bytes(1.5, np.float32(-2), desc.plan), 77, 0x5000)
     (*config, params, extra), = launches
-    assert config == [0xF00, 2, 1, 1, 64, 1, 1, 4096, 77] and extra == 0
+    assert config == [0xF00, 3, 1, 1, 64, 1, 1, 4096, 77] and extra == 0
     values = _slots(params, has_bias)
 
     def q(name):
@@ -67,6 +67,13 @@ def test_every_parameter_gets_its_value(launches, has_bias):
     assert (q("batch"), q("stride_a"), q("stride_b"), q("stride_c")) == (3, 256, 300, 512)
     if has_bias:
         assert (q("bias"), q("bias_batch_stride"), q("bias_row_stride"), q("bias_col_stride")) == (0x5000, 0, 0, 1)
+
+
+def test_batches_past_the_largest_grid_launch_the_largest_grid(launches):
+    # The batched kernel's blocks loop over the items past MAX_GRID (grid-stride).
+    batch = launch.MAX_GRID + 5
+    a, b, c = (_view(x, 0x1000 * (i + 1), 256, batch) for i, x in enumerate("abc"))
+    assert launch.bind(_kernel(), a, b, c).grid == launch.MAX_GRID
 
 
 @pytest.mark.parametrize(("precision", "value", "fmt", "expected"), [

@@ -94,8 +94,7 @@ def explain(desc: Descriptor) -> str:
                        for x in in_smem)
     lines.append(f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches "
                  f"{launched.kernel_name}:")
-    lines.append(f"  {launched.threads} threads a block, one block per batch item, at most as many blocks as the GPU "
-                 f"runs at once (each loops over the items)")
+    lines.append(f"  {launched.threads} threads a block, one block per batch item")
     lines.append(f"  copies to shared memory: {copies}; shared-memory leading dimensions {lds}"
                  + (" (padded against bank conflicts)" if padded else ""))
     lines.append(

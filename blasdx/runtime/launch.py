@@ -59,6 +59,9 @@ _BIAS_OFFSET = len(KERNEL_PARAMETERS) * _SLOT
 _SPLITS_AND_WORKSPACE = struct.Struct("<q8xQ")
 _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
+# The largest grid a launch takes (CUDA's limit of gridDim.x); the batched kernel's blocks loop
+# over the items past it.
+MAX_GRID = 2**31 - 1
 
 
 def _slot_bytes(value: Any) -> bytes:
@@ -161,11 +164,14 @@ class BoundLaunch:
 
 def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
          bias: BiasView | None = None) -> BoundLaunch:
-    """The launch of ``kernel`` on checked operands: one block per item (per tile of an item,
-    and per split of its K loop, for a grid GEMM: ``GridPlan.splits``), at most as many as the
-    device runs at once (the kernel loops over the rest). Its argument block holds every value
-    that stays from call to call: the batch, the strides between items, the bias's strides
-    and the splits."""
+    """The launch of ``kernel`` on checked operands. The batched kernel gets one block per item
+    (up to MAX_GRID): the GPU's block scheduler then starts an item's copies the moment a block
+    ends, where a persistent grid (as many blocks as the device runs at once, each looping over
+    items) kept 2-8 points of copy bandwidth fewer on an H100 (benchmarks/RESULTS.md, ninth
+    session). A grid GEMM's kernel is persistent: at most as many blocks as the device runs at
+    once walk the tiles (and the splits of their K loops: ``GridPlan.splits``). The argument
+    block holds every value that stays from call to call: the batch, the strides between items,
+    the bias's strides and the splits."""
     batch = 1 if va.batch is None else va.batch
     grid_plan = kernel.grid_plan
     tiles = batch * (1 if grid_plan is None else grid_plan.tiles)  # blocks' worth of work without split-K
@@ -183,8 +189,12 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     for index, parameter in enumerate(plain):
         if parameter.name in fixed:
             arguments.put_int64(index, fixed[parameter.name])
-    grid = int(min(tiles * splits, kernel.resident_blocks) if grid_plan is None or splits > 1
-               else grid_plan.launch_grid(batch, kernel.resident_blocks))
+    if grid_plan is None:
+        grid = min(batch, MAX_GRID)
+    elif splits > 1:
+        grid = min(tiles * splits, kernel.resident_blocks)
+    else:
+        grid = grid_plan.launch_grid(batch, kernel.resident_blocks)
     workspace_bytes = 0 if splits == 1 or grid_plan is None else grid_plan.workspace_bytes(tiles, splits)
     tensor_maps = None
     if tma:
