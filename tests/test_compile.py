@@ -11,8 +11,18 @@ from pathlib import Path
 import pytest
 
 import blasdx
-from blasdx import SM, Arrangement, Block, BlockDim, CompileError, LeadingDimension, Precision, Size, Type
-from blasdx.arch import shared_memory_limit
+from blasdx import (
+    SM,
+    Arrangement,
+    Block,
+    BlockDim,
+    CompileError,
+    LeadingDimension,
+    PlanOverrides,
+    Precision,
+    Size,
+    Type,
+)
 from blasdx.codegen.render import render_common
 from blasdx.compiler import compile_source, supported_archs
 from blasdx.describe.traits import shared_memory_parts_of
@@ -66,26 +76,26 @@ def test_compile_matrix_yields_a_cubin(spec, arch):
     compiled = desc.compile(arch=arch)
     assert compiled.cubin[:4] == b"\x7fELF"
     assert compiled.kernel_name.encode() in compiled.cubin
-    # The batched kernel holds one (padded) block GEMM per pipeline stage, two on the FMA
-    # path where four blocks of two stages fit; the FMA path may keep C in registers.
+    # The batched kernel holds one (padded) block GEMM: one stage, a block per item; the FMA
+    # path may keep C in registers.
     kplan = kernel_plan(desc.plan)
-    fits = 8 * kplan.shared_memory_size <= shared_memory_limit(desc.sm)
-    stages = 2 if desc.sm >= 800 and not kplan.instruction.is_mma and fits else 1
+    assert kplan.pipeline_stages == 1
     parts = shared_memory_parts_of(desc.operator_map)
     if kplan.c_in_registers:
         assert not kplan.instruction.is_mma and kplan.a.layout == kplan.c.layout
     assert kplan.shared_memory_size >= parts["a"] + parts["b"] + (0 if kplan.c_in_registers else parts["c"])
-    assert compiled.arch == arch and compiled.shared_memory_size == stages * kplan.shared_memory_size
+    assert compiled.arch == arch and compiled.shared_memory_size == kplan.shared_memory_size
     assert compiled.block_dim == tuple(desc.block_dim)
 
 
 @pytest.mark.parametrize("size, arrangement, expected", [
-    ((64, 64, 64), "rrr", True),  # staged C would leave one stage
+    ((64, 64, 64), "rrr", True),
     ((64, 64, 64), "crc", True),
     ((64, 64, 64), "rrc", False),  # micro-tiles run along n, column-major C along m
-    ((32, 32, 32), "rrr", False),  # two stages fit with C staged: cp.async fetches it ahead
+    ((32, 32, 32), "rrr", True),  # one stage: no next item for cp.async to fetch C of
+    ((32, 32, 32), "rcc", False),
 ])
-def test_batched_fma_kernel_keeps_c_in_registers_where_staging_costs_a_stage(size, arrangement, expected):
+def test_batched_fma_kernel_keeps_c_in_registers_where_its_accesses_coalesce(size, arrangement, expected):
     layouts = {"r": "row_major", "c": "col_major"}
     desc = Size(*size) + Precision("float32") + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Block()
     kplan = kernel_plan(desc.plan)
@@ -102,7 +112,7 @@ TENSOR_C_PLACEMENT = [  # size, precision, C layout, threads (None: suggested), 
     ((32, 32, 32), "float16", "row_major", None, True),  # one warp tile, 64-byte rows
     ((32, 32, 32), "float16", "row_major", 128, False),  # C split among 4 warps
     ((64, 64, 64), "float16", "row_major", None, False),  # 128-byte rows
-    ((32, 32, 32), "float32", "row_major", None, False),  # FMA: two stages fit with C staged
+    ((32, 32, 32), "float32", "row_major", None, True),  # FMA: micro-tiles along row-major C
     ((64, 64, 64), "tfloat32", "row_major", None, False),  # float32 C stays staged
 ]
 
@@ -219,12 +229,14 @@ def test_batched_kernel_pads_shared_memory_but_keeps_global_layout():
     assert [x.smem_ld for x in (kplan.a, kplan.b, kplan.c)] == [72, 72, 68]  # 144, 144, 272 bytes
     assert [x.smem_ld for x in (plan.a, plan.b, plan.c)] == [64, 64, 64]  # device_source keeps it
     assert "lda = 64" in desc.device_source() and "lda = 72" in desc.source
-    assert kplan.pipeline_stages == 1 and kernel_plan(kplan) == kplan  # tensor cores: one stage
+    assert kplan.pipeline_stages == 1 and kernel_plan(kplan) == kplan  # a block per item: one stage
     f32 = kernel_plan(describe(("float32",) * 3, False, "rrr", (32, 32, 32), 900).plan)
-    assert f32.pipeline_stages == 2 and f32.kernel_shared_memory_size == 2 * f32.shared_memory_size
-    # 64^3 f32 takes 52 KiB a stage: two stages would leave room for two blocks per SM only
-    big = kernel_plan(describe(("float32",) * 3, False, "rrr", (64, 64, 64), 900).plan)
-    assert big.pipeline_stages == 1
+    assert f32.pipeline_stages == 1 and f32.kernel_shared_memory_size == f32.shared_memory_size
+    # Two stages where asked for: the blocks that loop over items copy the next one ahead
+    two = kernel_plan(blasdx.pipeline.plan(describe(("float32",) * 3, False, "rrr", (32, 32, 32), 900),
+                                           PlanOverrides(pipeline_stages=2)))
+    assert two.pipeline_stages == 2 and two.kernel_shared_memory_size == 2 * two.shared_memory_size
+    assert not two.c_in_registers  # C staged, so that cp.async fetches it one item ahead
 
 
 def test_batched_kernel_keeps_the_layout_when_padding_would_not_fit():

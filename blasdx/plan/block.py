@@ -14,7 +14,7 @@ from dataclasses import asdict, astuple, dataclass, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from ..arch import CP_ASYNC_MIN_SM, Instruction, shared_memory_limit
+from ..arch import CP_ASYNC_MIN_SM, Instruction
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import arrangement_of, k_major, shared_memory_parts_of, takes_float_micro_tiles
 from .overrides import NO_OVERRIDES, PlanOverrides
@@ -282,7 +282,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         tile_m=tile_m, tile_n=tile_n, tiles_m=tiles_m, tiles_n=tiles_n, group_m=group_m, group_n=group_n,
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= CP_ASYNC_MIN_SM,
-        pipeline_stages=pipeline_stages(desc.sm, sum(smem.values()), instr.is_mma, overrides),
+        pipeline_stages=pipeline_stages(desc.sm, overrides),
         bit_op=desc.bit_op or "", fma_thread_pairs=pairs, overrides=overrides,
     )
 
@@ -315,18 +315,17 @@ def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool)
     return tile_m, tile_n, tile_m, tile_n
 
 
-def pipeline_stages(sm: int, shared_memory_size: int, tensor_cores: bool,
-                    overrides: PlanOverrides = NO_OVERRIDES) -> int:
-    """Two stages (the next item's cp.async copies overlap this item's GEMM) for the FMA
-    path, whose GEMM is long next to its copies, where cp.async exists and two stages still
-    leave room for four resident blocks per SM. Otherwise the extra resident blocks of one
-    stage hide more (benchmarks/ablate_stages.py, H200: f16 128x128x64 80% of copy
-    bandwidth with one stage, 63% with two; f32 32^3 87% vs 89%; f32 64^3, whose two
-    stages of 52 KiB leave room for two blocks, 66% vs 62%)."""
+def pipeline_stages(sm: int, overrides: PlanOverrides = NO_OVERRIDES) -> int:
+    """Items in flight per block of the batched kernel: one. execute() launches a block per
+    item (launch.bind), so a second stage, which copied a block's next item while this one's
+    GEMM ran, has no next item to copy and only halves the blocks an SM holds. On an H100 with
+    one block per item (benchmarks/RESULTS.md, ninth session) the FMA path's two stages with C
+    staged lost to one stage with C in registers wherever they differed: 32^3 float32 97.3%
+    of copy against 98.7%, 16^3 88.7 against 94.5, 32x64x16 93.5 against 97.3, complex float32
+    32^3 67.3 against 94.7. PlanOverrides(pipeline_stages=2) still builds the two-stage kernel,
+    whose blocks prefetch where they loop over items (batches past the largest grid)."""
     if overrides.pipeline_stages is not None:
         return overrides.pipeline_stages if sm >= CP_ASYNC_MIN_SM else 1
-    if sm >= CP_ASYNC_MIN_SM and not tensor_cores and 4 * 2 * shared_memory_size <= shared_memory_limit(sm):
-        return 2
     return 1
 
 

@@ -67,14 +67,12 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
       several warps gains nothing (32^3 over 4 warps 81% against 84%); float32 C lost
       (64^3 f16 -> f32 70% against 89%). Those stay staged.
 
-    FMA: where staging C in shared memory would leave one stage, and where a warp's
+    FMA: with one stage (pipeline_stages; two only where PlanOverrides asks), where a warp's
     micro-tiles run along C's contiguous dimension (along n for row-major A, along m for
     column-major A: the order that suits A's and B's shared-memory loads), so that its
-    accesses to C coalesce. Where two stages fit with C staged, cp.async fetches C one item
-    ahead, which hides its latency better than loads into registers issued at the start of
-    a short GEMM (benchmarks/ablate_fma.py, two runs on an H200: 32^3 f32 83-84% of copy
-    with C staged, 80-81% with C in registers and two stages; 64^3 71-73% staged, 78-79% in
-    registers)."""
+    accesses to C coalesce. Two stages (blocks that loop over items) stage C instead, so that
+    cp.async fetches it one item ahead (benchmarks/ablate_fma.py, H200, with blocks looping
+    over items: 32^3 f32 83-84% of copy with C staged, 80-81% in registers)."""
     c = plan.c
     pairs = c.layout == "row_major" and c.vector_bytes >= 2 * c.element_size
     if plan.overrides.c_in_registers is not None:
@@ -118,10 +116,9 @@ def shared_layout(plan: GemmPlan, pad: bool, without_c: bool) -> tuple[dict[str,
 def kernel_plan(plan: GemmPlan) -> GemmPlan:
     """The plan of the batched kernel behind execute(). Its shared-memory copies of A, B
     and C have padded leading dimensions (global memory keeps the descriptor's), unless the
-    padding would not fit the SM's shared-memory limit. On the FMA path, where staging C
-    would cost the second stage, C skips shared memory (``keeps_c_in_registers``): each
-    thread reads its micro-tile of C into registers while it computes and writes the
-    result straight back. The device function of ``device_source()`` keeps the
+    padding would not fit the SM's shared-memory limit. On the FMA path (one stage), C skips
+    shared memory where its accesses coalesce (``keeps_c_in_registers``): each thread reads
+    its micro-tile of C into registers while it computes and writes the result straight back. The device function of ``device_source()`` keeps the
     descriptor's layout in shared memory."""
     limit = shared_memory_limit(plan.sm)
 
@@ -130,11 +127,10 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
         return (mats, size) if size <= limit else shared_layout(plan, False, c_in_registers)
 
     mats, size = fitting_layout(False)
-    c_in_registers = keeps_c_in_registers(plan, pipeline_stages(plan.sm, size, plan.instruction.is_mma,
-                                                                plan.overrides))
+    c_in_registers = keeps_c_in_registers(plan, pipeline_stages(plan.sm, plan.overrides))
     if c_in_registers:
         mats, size = fitting_layout(True)
     elif size == plan.shared_memory_size:
         return plan
     return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
-                   pipeline_stages=pipeline_stages(plan.sm, size, plan.instruction.is_mma, plan.overrides))
+                   pipeline_stages=pipeline_stages(plan.sm, plan.overrides))

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_b2f81561
+// blasdx block GEMM blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_a51de184
 //   8x16x32, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -375,9 +375,8 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
-// Two stages: the copies of a block's next item (cp.async) overlap the current item's GEMM.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_b2f81561(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_cf64f64f64_8x16x32_crr_t32_a51de184(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -393,12 +392,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   int stage = 0;
   if (blockIdx.x < batch) start_loads(blockIdx.x, 0);
   for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
-    if (item + gridDim.x < batch) {
-      start_loads(item + gridDim.x, stage ^ 1);
-      blasdx::copy_wait_prior<1>();  // this item's copies are done; the next item's may run on
-    } else {
-      blasdx::copy_wait_prior<0>();
-    }
+    blasdx::copy_wait_prior<0>();
     unsigned char* base = smem + stage * shared_memory_size;
     a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
     b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
@@ -406,6 +400,6 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     execute(alpha, sa, sb, beta, sc);
     store_c(sc, static_cast<c_t*>(c) + item * stride_c);
     __syncthreads();  // every thread is done with this stage before it is loaded again
-    stage ^= 1;
+    if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }
 }
