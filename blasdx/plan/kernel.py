@@ -118,8 +118,9 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
     and C have padded leading dimensions (global memory keeps the descriptor's), unless the
     padding would not fit the SM's shared-memory limit. On the FMA path (one stage), C skips
     shared memory where its accesses coalesce (``keeps_c_in_registers``): each thread reads
-    its micro-tile of C into registers while it computes and writes the result straight back. The device function of ``device_source()`` keeps the
-    descriptor's layout in shared memory."""
+    its micro-tile of C into registers while it computes and writes the result straight
+    back. The device function of ``device_source()`` keeps the descriptor's layout in shared
+    memory."""
     limit = shared_memory_limit(plan.sm)
 
     def fitting_layout(c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
