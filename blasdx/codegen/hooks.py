@@ -53,8 +53,7 @@ BUILTINS: dict[str, Hook] = {h.name: h for h in (
     Hook("negate", "-x"),
     Hook("conj", "blasdx::conj(x)"),
     Hook("relu", "(x > T(0) ? x : T(0))", real_only=True),
-    Hook("gelu", "T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)))",
-         real_only=True, float_only=True),
+    Hook("gelu", "blasdx::gelu(x)", real_only=True, float_only=True),  # x * Phi(x), the erf form
     Hook("sigmoid", "T(1) / (T(1) + exp(-x))", real_only=True, float_only=True),
     Hook("tanh", "tanh(x)", real_only=True, float_only=True),
     # Clamped to the finite range of the stored type; +-inf to +-max, NaN to +0 (WMMA's satf).
