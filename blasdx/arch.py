@@ -161,6 +161,8 @@ WGMMA_SM = 900
 WGMMA_MAX_N = 256
 # 32-bit registers of an SM's register file, which a block's threads share.
 REGISTERS_PER_SM = 65536
+# The most 32-bit registers one thread can hold.
+MAX_REGISTERS_PER_THREAD = 255
 # Float accumulator registers a thread may hold for its warpgroup tiles (64 x N: N / 2 each).
 WGMMA_MAX_ACC_REGS = 128
 # The swizzled shared-memory layouts wgmma reads: rows of 128, 64 or 32 bytes, each 16-byte
