@@ -172,12 +172,12 @@ def test_the_k_loop_stays_rolled_where_two_steps_of_fragments_do_not_fit_in_regi
     """128x128x32 float64 tiles on 512 threads (128 registers) spilled in the unrolled K loop;
     the batched kernels and block GEMMs with room keep theirs unrolled."""
     wide = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()
-    assert wide.block_dim.x == 512 and not wide.plan.tile.unrolled_k_loop
-    assert "#pragma unroll\n  for (int k0" not in wide.source
+    assert wide.block_dim.x == 512 and wide.plan.tile.k_loop_unroll == "none"
+    assert "#pragma unroll 1\n  for (int k0" in wide.source
     for desc in (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(256),
                  Size(48, 48, 48) + Precision("float64") + RCR + SM(900) + Block(),
                  Size(128, 128, 64) + Precision("float16", "float16", "float32") + RCR + SM(800) + Block()):
-        assert (desc.plan.tile if desc.is_grid else desc.plan).unrolled_k_loop, desc
+        assert (desc.plan.tile if desc.is_grid else desc.plan).k_loop_unroll == "all", desc
         assert "#pragma unroll\n  for (int k0" in desc.source, desc
 
 

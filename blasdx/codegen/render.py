@@ -150,7 +150,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False) -> dict:
             ptx_sm75=instr.spelled(a, b, plan.bit_op, instr.ptx_sm75) if instr.ptx_sm75 else "",
             sm75_arch=SM75_FORMS_MIN_ARCH,
         )
-        ctx["unrolled_k_loop"] = plan.unrolled_k_loop
+        ctx["k_loop_unroll"] = plan.k_loop_unroll
         if instr.packed:
             # Bytes of k per row of A (and column of B); each instruction takes 32 of them.
             value_bits = plan.a.element_size * 8 // plan.a.pack  # 4 or 1

@@ -161,23 +161,24 @@ class GemmPlan:
                 and self.a.smem_ld % 4 == 0 and self.b.smem_ld % 4 == 0)
 
     @cached_property
-    def unrolled_k_loop(self) -> bool:
-        """mma.sync: whether a warp tile's K loop unrolls. It does where it takes at most 16
+    def k_loop_unroll(self) -> str:
+        """mma.sync: how a warp tile's K loop unrolls. "all" where it takes at most 16
         instructions' steps of k and two steps' fragments fit in a thread's registers beside its
-        accumulators (and ~32 other values). Where they do not, the compiler still loaded every
-        step's fragments up front: 128x128x32 float64 tiles on 512 threads (128 registers a
-        thread) spilled 96 bytes in the K loop and ran at 0.75x torch.matmul on an H100, 0.80x
-        with the loop rolled (benchmarks/RESULTS.md, tenth session)."""
+        accumulators (and ~32 other values); "none" where they do not: unrolled, the compiler
+        loaded every step's fragments up front, and 128x128x32 float64 tiles on 512 threads (128
+        registers a thread) spilled 96 bytes in the K loop and ran at 0.75x torch.matmul on an
+        H100, 0.80x rolled (benchmarks/RESULTS.md, tenth session); "" (the compiler's choice)
+        past 16 steps and off mma.sync."""
         instr = self.instruction
         k_steps = -(-self.k // instr.k)
         if not instr.is_mma or instr.is_wgmma or k_steps > 16:
-            return False
+            return ""
         pm, pn = self.tile_m // instr.m, self.tile_n // instr.n
         words = 2 if instr.fragment_type == "double" else 1  # 32-bit registers a value takes
         accumulators = pm * pn * instr.c_values * (2 if self.mma_acc_type == "double" else 1)
         fragments = (pm * instr.a_regs + pn * instr.b_regs) * words
         budget = min(MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM // self.threads) - 32
-        return accumulators + min(k_steps, 2) * fragments <= budget
+        return "all" if accumulators + min(k_steps, 2) * fragments <= budget else "none"
 
     @cached_property
     def c_vector(self) -> bool:
