@@ -166,8 +166,8 @@ class GemmPlan:
         instructions' steps of k and two steps' fragments fit in a thread's registers beside its
         accumulators (and ~32 other values); "none" where they do not: unrolled, the compiler
         loaded every step's fragments up front, and 128x128x32 float64 tiles on 512 threads (128
-        registers a thread) spilled 96 bytes in the K loop and ran at 0.75x torch.matmul on an
-        H100, 0.80x rolled (benchmarks/RESULTS.md, tenth session); "" (the compiler's choice)
+        registers a thread) spilled 96 bytes in the K loop and ran at 0.73x torch.matmul on an
+        H100, 0.78x rolled (benchmarks/RESULTS.md, tenth session); "" (the compiler's choice)
         past 16 steps and off mma.sync."""
         instr = self.instruction
         k_steps = -(-self.k // instr.k)
