@@ -168,6 +168,7 @@ def test_float64_grid_tiles_take_a_warp_per_32x32_where_a_and_b_are_k_major():
         assert (desc.plan.tile.tile_m, desc.plan.tile.tile_n) == (32, 32)  # one pass of a warp
     assert (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(256)).block_dim.x == 256
 
+
 def test_the_k_loop_stays_rolled_where_two_steps_of_fragments_do_not_fit_in_registers():
     """128x128x32 float64 tiles on 512 threads (128 registers) spilled in the unrolled K loop;
     the batched kernels and block GEMMs with room keep theirs unrolled."""
@@ -179,7 +180,6 @@ def test_the_k_loop_stays_rolled_where_two_steps_of_fragments_do_not_fit_in_regi
                  Size(128, 128, 64) + Precision("float16", "float16", "float32") + RCR + SM(800) + Block()):
         assert (desc.plan.tile if desc.is_grid else desc.plan).k_loop_unroll == "all", desc
         assert "#pragma unroll\n  for (int k0" in desc.source, desc
-
 
 
 @pytest.mark.parametrize("arrangement", ["rrr", "ccr", "crc", "crr"])

@@ -139,12 +139,13 @@ template <class T> __device__ __forceinline__ complex<T> scale(const complex<T>&
   return x * complex<T>{static_cast<T>(re), static_cast<T>(im)};
 }
 
-// GELU, x * Phi(x), Phi the normal distribution (PyTorch's exact, erf form). In float: Phi(-|x|) =
-// t 2^(q(t) - x^2 log2(e) / 2) with t = 1 / (1 + 0.4 |x|) and q a degree-8 polynomial fitted to it
-// (relative error 9e-8 for |x| <= 14), and Phi(|x|) = 1 - Phi(-|x|). One branch, 17 instructions
-// where 0.5 x (1 + erff(x / sqrt(2))) takes about 30 and cancels for negative x, losing every digit below
-// x = -5. Measured in float32: relative error at most 5e-7 for x > 0 and 1.4e-6 for x < 0, absolute
-// 2e-12 where GELU is under 1e-6 (benchmarks/RESULTS.md). In double: erfc, which does not cancel.
+// GELU, x * Phi(x), Phi the normal distribution (PyTorch's exact, erf form). In float:
+// Phi(-|x|) = t 2^(q(t) - x^2 log2(e) / 2) with t = 1 / (1 + 0.4 |x|) and q a degree-8 polynomial
+// fitted to it (relative error 9e-8 for |x| <= 14), and Phi(|x|) = 1 - Phi(-|x|). One branch and
+// 17 instructions, where 0.5 x (1 + erff(x / sqrt(2))) takes about 30 and cancels for negative x,
+// losing every digit below x = -5. Measured in float32: relative error at most 5e-7 for x > 0 and
+// 1.4e-6 for x < 0, absolute 2e-12 where GELU is under 1e-6 (benchmarks/RESULTS.md). In double:
+// erfc, which does not cancel.
 __device__ __forceinline__ float gelu(float x) {
   float t;  // 1 / (1 + 0.4 |x|) >= 1: no denormal to care for
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.4f, fabsf(x), 1.0f)));
