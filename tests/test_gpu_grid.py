@@ -102,11 +102,18 @@ def test_leading_dimensions_past_the_matrices():
 
 
 @pytest.mark.parametrize("bias_shape", ["row", "column", "matrix"])
-def test_hooks_and_bias_at_global_coordinates(bias_shape):
+@pytest.mark.parametrize("prec, arr, m, n", [
+    (("float16", "float16", "float32"), "rcr", 300, 260),
+    # FMA tiles stage C in shared memory where hooks run: 16-byte runs of C, and single values
+    # where the leading dimension (259, 301) puts runs off 16-byte boundaries
+    (("float32",) * 3, "rcr", 300, 260), (("float32",) * 3, "rcr", 300, 259),
+    (("float32",) * 3, "rrc", 300, 260), (("float32",) * 3, "rrc", 301, 260),
+], ids=["f16f32", "f32", "f32-odd-ldc", "f32-c-col-major", "f32-c-col-major-odd-ldc"])
+def test_hooks_and_bias_at_global_coordinates(bias_shape, prec, arr, m, n):
     import cupy
 
-    m, n, k = 300, 260, 200
-    desc = grid(("float16", "float16", "float32"), "rcr", (m, n, k))
+    k = 200
+    desc = grid(prec, arr, (m, n, k))
     rng = np.random.default_rng(7)
     a, b, c = (Operand(desc, x, 2, None, rng) for x in "abc")
     shape = {"row": (n,), "column": (m, 1), "matrix": (2, m, n)}[bias_shape]

@@ -142,6 +142,11 @@ class Fusion:
     def is_identity(self) -> bool:
         return self == NO_FUSION
 
+    @property
+    def has_epilogue(self) -> bool:
+        """Whether C's side has work: a c_load or c_store hook, or a bias."""
+        return self.bias or not (self.c_load.is_identity and self.c_store.is_identity)
+
     @cached_property
     def _hash(self) -> int:
         return hash((*(hook for _, hook in self.slots), self.bias))

@@ -138,7 +138,7 @@ def explain_grid(desc: Descriptor) -> str:
         f"tile's K loop splits into up to {MAX_SPLITS} parts of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace "
         f"from CuPy's pool; the last part to finish adds them up in order (the same result whichever it is). Not "
         f"under stream capture (CUDA graphs)",
-        "epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)",
+        _epilogue_line(p),
         _copies_line(launched) + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
         "each tile is the block GEMM of tile_descriptor:",
     ]
@@ -147,6 +147,18 @@ def explain_grid(desc: Descriptor) -> str:
     tile_lines = explain(desc.tile_descriptor).splitlines()
     lines += ["  " + line for line in tile_lines if line.startswith(_TILE_LINES)]
     return "\n".join(lines)
+
+
+def _epilogue_line(p: GridPlan) -> str:
+    """How the tiles' results reach C (GridPlan.stages_c)."""
+    direct = "epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)"
+    staged = ("the accumulators staged in shared memory (free after the K loop), then alpha, beta, the hooks and the "
+              "bias applied and C written in runs of 16 bytes along its contiguous dimension")
+    if p.stages_c(epilogue_hooks=False):
+        return f"epilogue: {staged}"
+    if p.stages_c(epilogue_hooks=True):
+        return f"{direct}; with hooks or a bias, {staged} (the hooks' code once, in a loop)"
+    return direct
 
 
 def _copies_line(p: GridPlan) -> str:

@@ -154,9 +154,11 @@ __device__ __forceinline__ tile_position tile_origin(int tile) {
   return {m0, n0};
 }
 
-// Whether every element of the micro-tile at (m0, n0) lies inside m x n.
+// Whether every element of the micro-tile at (m0, n0) lies inside m x n: always where the
+// micro-tiles cover m x n exactly (known at compile time: the scalar loop can go).
+constexpr bool micro_tiles_cover = tiles_m * tile_m == m && tiles_n * tile_n == n;
 __device__ __forceinline__ bool whole_tile(tile_position at) {
-  return tile_row(at.m0, tile_m - 1) < m && tile_col(at.n0, tile_n - 1) < n;
+  return micro_tiles_cover || (tile_row(at.m0, tile_m - 1) < m && tile_col(at.n0, tile_n - 1) < n);
 }
 
 __device__ __forceinline__ void zero_tile(tile_accumulator& acc) {
