@@ -190,7 +190,7 @@ def render_grid_block(plan: GridPlan, name: str, own_kernel: bool = False) -> st
         a=_matrix_context(plan.a, False), b=_matrix_context(plan.b, False), c=_matrix_context(plan.c, False),
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
         swizzled=tile.a.swizzle > 0, overlapped=_overlapped(plan), split_k=plan.split_k,
-        paired_store=tile.instruction.is_mma, staged_padding=STAGED_C_PADDING)
+        paired_store=tile.instruction.is_mma)
     return render_block(tile, name, own_kernel) + "\n" + grid
 
 
@@ -217,7 +217,8 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         common=render_common(), device=render_grid_block(plan, ns, own_kernel=True), ns=ns, block_threads=plan.threads,
         tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
-        overlapped=_overlapped(plan), tma=plan.tma, stages_c=plan.stages_c(fusion.has_epilogue), **tma,
+        overlapped=_overlapped(plan), tma=plan.tma, stages_c=plan.stages_c(fusion.has_epilogue),
+        c=_matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, **tma,
         **_fusion_context(ns, fusion, grid=True, tma=plan.tma))
 
 
