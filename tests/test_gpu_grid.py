@@ -173,21 +173,21 @@ MISPLACED_STAGES = r'''
 import sys
 import cupy
 from blasdx import Arrangement, Grid, Precision, SM, Size, compile_kernel
-desc = (Size(333, 250, 190) + Precision("float16", "float16", "float32")
+desc = (Size(333, 250, 190) + Precision(*PREC)
         + Arrangement("row_major", "col_major", "row_major") + SM(900) + Grid())
 source = desc.device_source("g") + """
 extern "C" __global__ void misplaced(const g::a_t* a, const g::b_t* b) {
   extern __shared__ __align__(1024) unsigned char smem[];
   g::accumulator acc = g::make_accumulator();
-  g::mainloop(a, b, 0, 0, smem + 512, acc);  // the stages off a 1024-byte boundary
+  g::mainloop(a, b, 0, 0, smem + OFFSET, acc);  // the stages off the boundary their loads need
 }
-"""
-assert "__trap()" in source and "multiply_async_aligned" in source
-a = cupy.ones((333, 190), cupy.float16)
-b = cupy.ones((250, 190), cupy.float16).T
+""".replace("OFFSET", str(OFFSET))
+assert "__trap()" in source
+a = cupy.ones((333, 190), DTYPE)
+b = cupy.ones((250, 190), DTYPE).T
 kernel = compile_kernel(source, "misplaced")
 try:
-    kernel((1,), desc.block_dim, (a, b), shared_mem=desc.shared_memory_size + 512)
+    kernel((1,), desc.block_dim, (a, b), shared_mem=desc.shared_memory_size + OFFSET)
     cupy.cuda.runtime.deviceSynchronize()
 except cupy.cuda.runtime.CUDARuntimeError as error:
     print("stopped:", error)
@@ -197,16 +197,20 @@ sys.exit(1)
 '''
 
 
-def test_the_wgmma_mainloop_stops_on_stages_off_1024_byte_boundaries():
-    """mainloop's wgmma read A and B at 1024-byte boundaries without testing each K tile: a user
-    kernel whose smem lies elsewhere stops (a trap) rather than compute garbage. In a child
-    process, since a trap ends the CUDA context."""
+@pytest.mark.parametrize("prec, dtype, offset", [(("float16", "float16", "float32"), "float16", 512),
+                                                 (("float32",) * 3, "float32", 4)], ids=["wgmma-1024", "fma-16"])
+def test_the_mainloop_stops_on_stages_off_their_boundary(prec, dtype, offset):
+    """mainloop's wgmma read A and B at 1024-byte boundaries, and the FMA tiles' 16-byte loads at
+    16-byte ones, without testing each K tile: a user kernel whose smem lies elsewhere stops (a
+    trap) rather than compute garbage or fault. In a child process, since a trap ends the CUDA
+    context."""
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-c", MISPLACED_STAGES], capture_output=True, text=True, timeout=300)
+    script = f"PREC, DTYPE, OFFSET = {prec!r}, {dtype!r}, {offset}\n" + MISPLACED_STAGES.replace("DTYPE)", "getattr(cupy, DTYPE))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "stopped:" in result.stdout
+    assert "stopped:" in result.stdout and "LaunchFailure" in result.stdout  # the trap, not a misaligned load
 
 
 SPLIT_K = [  # precisions, complex, size, batch, hooks
