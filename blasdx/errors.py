@@ -63,14 +63,15 @@ class CompileError(BlasdxError, RuntimeError):
 
 
 def condensed_log(log: str, limit: int = 8) -> list[str]:
-    """NVRTC's error lines, each followed by the source line and caret it prints, at most
-    ``limit`` lines: no warnings and no template instantiation chains."""
+    """NVRTC's error lines (and ptxas's, "ptxas fatal : ..."), each followed by the source line
+    and caret NVRTC prints, at most ``limit`` lines: no warnings and no template instantiation
+    chains."""
     lines = log.splitlines()
     out: list[str] = []
     for i, line in enumerate(lines):
         if len(out) >= limit:
             break
-        if line[:1].isspace() or not re.search(r"\berror:", line):
+        if line[:1].isspace() or not re.search(r"\berror:|^ptxas (fatal|error)", line):
             continue
         out.append(line.strip())
         for follow in lines[i + 1:i + 3]:  # NVRTC indents the source line and the caret under it

@@ -216,6 +216,18 @@ def test_compile_error_carries_log_options_and_numbered_source():
     assert "Details:" in str(err)
 
 
+@pytest.mark.compile
+def test_a_ptxas_failure_is_named_in_the_error_message():
+    """ptxas's "fatal" lines (not NVRTC's "error:" ones) were left out of the message, which then
+    listed no reason: here 128 threads asked to fit 16 blocks an SM, 32 registers each, too few
+    for a wgmma's accumulators."""
+    g = Size(64, 64, 64) + Precision("float16") + Arrangement(*("row_major",) * 3) + SM(900) + Block()
+    plan = blasdx.pipeline.plan(g, blasdx.PlanOverrides(min_blocks_per_sm=16))
+    with pytest.raises(CompileError) as info:
+        blasdx.pipeline.compile_for_arch(blasdx.pipeline.launched_plan(plan), 900)
+    assert "ptxas fatal" in str(info.value) and "Insufficient registers" in str(info.value)
+
+
 def test_show_config_reports_nvrtc_headers_and_cache(capsys):
     text = blasdx.show_config()
     assert "NVRTC" in text and "headers" in text and "cache:" in text
