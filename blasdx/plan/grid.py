@@ -226,7 +226,7 @@ class GridPlan:
         (``epilogue_hooks``; one copy of them in a loop, not one per value: half the compile time of
         a fused float32 kernel), or whose C is column-major or complex (a warp then writes runs of
         C, not scattered values), where the tile fits. Measured on an H100 against writing from
-        registers, float32 4096^3: fused gelu + bias 1.10x, column-major C 1.12x, complex (2048^3)
+        registers, float32 4096^3: fused gelu + bias 1.09x, column-major C 1.13x, complex (2048^3)
         1.05x; but plain row-major C 0.94x, so that keeps writing from registers."""
         if self.tile.instruction.is_mma or not (epilogue_hooks or self.is_complex or self.c.layout == "col_major"):
             return False
