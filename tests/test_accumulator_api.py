@@ -5,10 +5,13 @@ and the SMs the installed NVRTC targets."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from blasdx import SM, Arrangement, Block, Precision, Size, compile_kernel
 from blasdx.compiler import supported_archs
+from blasdx.compiler.nvrtc import options_for
 
 from .test_compile import _spec_id, describe
 
@@ -200,3 +203,47 @@ def test_device_source_documents_who_owns_what():
         assert name in text, name
     fma = describe(*SPECS[9]).device_source("gemm")
     assert "thread t of the first 128 takes micro-tiles t, t + 128" in fma
+
+
+def ptx_of(source: str, name: str, arch: int = 900) -> str:
+    """NVRTC's PTX of ``source`` (the virtual architecture of the cubin blasdx builds)."""
+    from cupy_backends.cuda.libs import nvrtc
+    options = [o.replace("-arch=sm_", "-arch=compute_") for o in options_for(arch)]
+    program = nvrtc.createProgram(source, name, (), ())
+    try:
+        nvrtc.compileProgram(program, options)
+        return nvrtc.getPTX(program).decode()
+    finally:
+        nvrtc.destroyProgram(program)
+
+
+REPEATED_MULTIPLY = r"""
+extern "C" __global__ void repeated(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int repeats) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  gemm::load_a(a, sa);
+  gemm::load_b(b, sb);
+  gemm::copy_wait();
+  auto acc = gemm::make_accumulator();
+  for (int r = 0; r < repeats; ++r) gemm::multiply(sa, sb, acc);
+  gemm::store(acc, c, gemm::ldc, gemm::scalar_t(1), gemm::scalar_t(0));
+}
+"""
+
+
+@pytest.mark.parametrize("spec, element_load", [
+    ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), r"ld\.shared\.u16"),
+    ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), r"ld\.shared\.u16"),  # wgmma's fallback
+    ((("float16", "float16", "float32"), False, "ccc", (64, 32, 64), 800), r"ld\.shared\.u16"),
+    ((("float32", "float32", "float32"), False, "rrr", (64, 64, 64), 900), r"ld\.shared\.f32"),
+], ids=lambda x: x if isinstance(x, str) else _spec_id(x))
+def test_multiply_on_aligned_shared_memory_has_no_element_wise_fallback(spec, element_load):
+    """A and B at constant offsets of an __align__(16) shared buffer: the alignment test of
+    multiply's vector loads (ldmatrix, 16-byte FMA loads) folds at compile time, and the
+    element-wise loads it guards are gone. Tested on generic addresses, it ran every call and
+    kept them (the window's base is known only at run time)."""
+    desc = describe(*spec)
+    ptx = ptx_of(desc.device_source("gemm") + REPEATED_MULTIPLY, "repeated", desc.sm)
+    assert re.search(r"ldmatrix|ld\.shared\.v4\.f32", ptx)
+    assert not re.search(element_load, ptx)

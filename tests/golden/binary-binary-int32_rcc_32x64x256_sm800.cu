@@ -273,8 +273,8 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   static_assert(blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value,
                 "blasdx: packed binary/binary operands take no a_load/b_load hooks");
   // Whole-word loads need 4-byte aligned runs; otherwise words are assembled byte by byte.
-  const bool a_words = word_runs && (reinterpret_cast<unsigned long long>(sa) & 3) == 0;
-  const bool b_words = word_runs && (reinterpret_cast<unsigned long long>(sb) & 3) == 0;
+  const bool a_words = word_runs && blasdx::shared_aligned<4>(sa);
+  const bool b_words = word_runs && blasdx::shared_aligned<4>(sb);
 
 
 #pragma unroll

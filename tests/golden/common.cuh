@@ -203,6 +203,14 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// Whether shared-memory pointer p is aligned to Bytes. Tested on its shared-window address, not
+// the generic one: for an __align__'d shared buffer plus a constant offset the compiler folds the
+// test (a generic address adds the window's base, which it learns only at run time, every call).
+template <unsigned Bytes>
+__device__ __forceinline__ bool shared_aligned(const void* p) {
+  return (shared_address(p) & (Bytes - 1)) == 0;
+}
+
 template <int Bytes> struct vector_of;
 template <> struct vector_of<1> { using type = unsigned char; };
 template <> struct vector_of<2> { using type = unsigned short; };

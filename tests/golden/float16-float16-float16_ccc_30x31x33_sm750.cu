@@ -326,9 +326,9 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   const int m0 = at.m0, n0 = at.n0, lane = w.lane, g = w.g, t = w.t;
   // ldmatrix needs 16-byte aligned rows and no load hook; otherwise fragments load element-wise.
   const bool ldmatrix_a_ok = lda % 8 == 0 && blasdx::is_same<ALoad, blasdx::identity>::value &&
-                             (reinterpret_cast<unsigned long long>(sa) & 15) == 0;
+                             blasdx::shared_aligned<16>(sa);
   const bool ldmatrix_b_ok = ldb % 8 == 0 && blasdx::is_same<BLoad, blasdx::identity>::value &&
-                             (reinterpret_cast<unsigned long long>(sb) & 15) == 0;
+                             blasdx::shared_aligned<16>(sb);
   // Every fragment of every tile by ldmatrix: no per-fragment checks in the loop over k.
   const bool all_ldmatrix = whole_tiles && k % ik == 0 && pn % 2 == 0 && ldmatrix_a_ok && ldmatrix_b_ok;
 

@@ -414,7 +414,7 @@ template <class ALoad, class BLoad>
 __device__ __forceinline__ bool wgmma_runs(const a_t* sa, const b_t* sb) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   return blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value &&
-         ((blasdx::shared_address(sa) | blasdx::shared_address(sb)) & 1023) == 0;
+         blasdx::shared_aligned<1024>(sa) && blasdx::shared_aligned<1024>(sb);
 #else
   return false;
 #endif
@@ -465,7 +465,7 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   }
   constexpr bool no_hooks = blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value;
   const int m0 = at.m0 + w.row0;
-  const bool by_ldmatrix = no_hooks && ((reinterpret_cast<unsigned long long>(sa) | reinterpret_cast<unsigned long long>(sb)) & 15) == 0;
+  const bool by_ldmatrix = no_hooks && blasdx::shared_aligned<16>(sa) && blasdx::shared_aligned<16>(sb);
   for (int k0 = 0; k0 < k; k0 += ik) {
     frag_t fa[a_regs];
     if (by_ldmatrix) ldmatrix_a(fa, sa, m0, k0, w.lane);

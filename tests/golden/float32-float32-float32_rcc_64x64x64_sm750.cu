@@ -212,7 +212,7 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   const int m0 = at.m0, n0 = at.n0;
   int kk = 0;
   // 16-byte loads need A and B 16-byte aligned.
-  const bool vector_ok = ((reinterpret_cast<unsigned long long>(sa) | reinterpret_cast<unsigned long long>(sb)) & 15) == 0;
+  const bool vector_ok = blasdx::shared_aligned<16>(sa) && blasdx::shared_aligned<16>(sb);
   if (vector_ok && whole_tile(at)) {
     for (; kk + kv <= k; kk += kv) {
       float av[kv][tile_m], bv[kv][tile_n];
