@@ -1,0 +1,179 @@
+"""The block GEMM of the device API over the anchor harness's 8 cases and 13 others (every
+precision family but complex, odd sizes, each arrangement), in the harness's two kernels:
+``reg`` repeats ``multiply(sa, sb, acc)`` into register accumulators, ``smem`` repeats the
+shared-memory ``execute(alpha, sa, sb, beta, sc)``; 200 calls a block, 16 blocks an SM.
+
+With ``--base DIR`` (an earlier templates/ directory, e.g. from ``git archive REV templates``)
+both versions are rendered and timed in alternation, each round taking the best of 5 launches;
+the table gives the median of the rounds. Each launch is also timed three ways in the last round
+(best of 5, median of 5, and 50 launches back to back between two events), because single
+launches of these short kernels have read 2-4x apart between calls.
+
+    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--compile-only]
+
+``--compile-only`` renders and compiles every kernel for SM 900 (no GPU needed) and prints the
+compile seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import time
+
+import numpy as np
+
+os.environ.setdefault("BLASDX_DISABLE_DISK_CACHE", "1")
+
+import blasdx  # noqa: E402
+from blasdx import SM, Arrangement, Block, LeadingDimension, Precision, Size  # noqa: E402
+
+REPEATS = 200  # multiplies a launch
+BLOCKS_PER_SM = 16
+PRECISIONS = {"f16": "float16", "bf16": "bfloat16", "tf32": "tfloat32", "f32": "float32", "f64": "float64",
+              "i8": "int8", "i32": "int32"}
+LAYOUTS = {"r": "row_major", "c": "col_major"}
+CASES = [  # size, A/B precision, C precision, arrangement: the anchor harness's 8, then 13 others
+    "32x32x32 f16 f16 rrr", "64x64x64 f16 f16 rrr", "128x128x64 f16 f16 rrr", "64x64x64 f16 f32 rrr",
+    "32x32x32 f32 f32 rrr", "64x64x64 f32 f32 rrr", "32x32x32 f64 f64 rrr", "16x16x16 f64 f64 rrr",
+    "16x16x16 f16 f16 rrr", "32x32x32 f16 f32 rcr", "64x32x64 f16 f32 rrr", "48x48x48 f16 f16 ccc",
+    "24x40x56 f16 f32 rrr", "64x64x64 bf16 f32 crc", "32x64x32 tf32 f32 rrr", "64x64x64 i8 i32 rcr",
+    "32x32x32 f32 f32 ccc", "20x36x28 f32 f32 rrr", "32x32x64 f64 f64 rcr", "24x24x24 f64 f64 crr",
+    "128x64x32 f16 f32 rcr",
+]
+
+# The anchor harness's kernels (../shared/bench/side_by_side.py), with the same names.
+KERNELS = {
+    "reg": ("repeat_bx_reg", r"""
+extern "C" __global__ void repeat_bx_reg(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  gemm::load_a(a, sa); gemm::load_b(b, sb); gemm::copy_wait();
+  auto acc = gemm::make_accumulator();
+  for (int r = 0; r < reps; ++r) gemm::multiply(sa, sb, acc);
+  gemm::store(acc, c, gemm::ldc, gemm::scalar_t(1), gemm::scalar_t(0));
+}
+"""),
+    "smem": ("repeat_bx", r"""
+extern "C" __global__ void repeat_bx(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  auto* sc = reinterpret_cast<gemm::c_t*>(smem + gemm::c_offset);
+  gemm::load_a(a, sa); gemm::load_b(b, sb); gemm::load_c(c, sc); gemm::copy_wait();
+  for (int r = 0; r < reps; ++r) gemm::execute(gemm::scalar_t(1), sa, sb, gemm::scalar_t(1), sc);
+  if (blockIdx.x == 0) gemm::store_c(sc, c);
+}
+"""),
+}
+
+
+def descriptor(case: str):
+    size, pa, pc, arrangement = case.split()
+    m, n, k = map(int, size.split("x"))
+    desc = (Size(m, n, k) + Precision(PRECISIONS[pa], PRECISIONS[pa], PRECISIONS[pc])
+            + Arrangement(*(LAYOUTS[x] for x in arrangement)) + SM(900) + Block())
+    return desc + LeadingDimension(*desc.suggested_leading_dimension)
+
+
+def render(desc, templates: str | None, kind: str) -> str:
+    """The harness kernel ``kind`` around ``desc``'s device source from ``templates`` (None:
+    this checkout's)."""
+    if templates:
+        os.environ["BLASDX_TEMPLATES_DIR"] = templates
+    else:
+        os.environ.pop("BLASDX_TEMPLATES_DIR", None)
+    try:
+        return desc.device_source("gemm") + KERNELS[kind][1]
+    finally:
+        os.environ.pop("BLASDX_TEMPLATES_DIR", None)
+
+
+def operand(cupy, precision: str, count: int):
+    """``count`` random values of ``precision`` in [-1, 1) (bfloat16 as its bits)."""
+    x = cupy.random.uniform(-1, 1, count, dtype=cupy.float32)
+    if precision == "bf16":
+        return (x.view(cupy.uint32) >> 16).astype(cupy.uint16)
+    if precision in ("i8", "i32"):
+        return (x * 8).astype(cupy.int8 if precision == "i8" else cupy.int32)
+    return x.astype({"f16": cupy.float16, "f32": cupy.float32, "tf32": cupy.float32, "f64": cupy.float64}[precision])
+
+
+def timings(cupy, launch) -> tuple[float, float, float]:
+    """Milliseconds a launch: best of 5, median of 5 (each between two events), and the mean of
+    50 launches back to back."""
+    launch()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    single = []
+    for _ in range(5):
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        single.append(cupy.cuda.get_elapsed_time(start, stop))
+    start.record()
+    for _ in range(50):
+        launch()
+    stop.record()
+    stop.synchronize()
+    return min(single), statistics.median(single), cupy.cuda.get_elapsed_time(start, stop) / 50
+
+
+def compile_only(versions: dict[str, str | None]) -> None:
+    for case in CASES:
+        desc = descriptor(case)
+        for kind, (name, _) in KERNELS.items():
+            seconds = []
+            for templates in versions.values():
+                began = time.perf_counter()
+                blasdx.compile_kernel(render(desc, templates, kind), name, sm=900)
+                seconds.append(time.perf_counter() - began)
+            print(f"{case:24s} {kind:5s} " + " ".join(f"{v}={s:.2f} s" for v, s in zip(versions, seconds)), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--base", help="an earlier templates/ directory to compare against")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compile-only", action="store_true")
+    args = parser.parse_args()
+    versions: dict[str, str | None] = {"base": args.base, "this": None} if args.base else {"this": None}
+    if args.compile_only:
+        compile_only(versions)
+        return
+    import cupy
+
+    blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * BLOCKS_PER_SM
+    print(f"{'case':24s} kind  " + " ".join(f"{v:>8s}" for v in versions)
+          + "  ratio | last round's best / median / back to back, TFLOP/s")
+    for case in CASES:
+        desc = descriptor(case)
+        m, n, k = desc.size
+        lda, ldb, ldc = desc.leading_dimension
+        pa, pc = case.split()[1:3]
+        a = operand(cupy, pa, 2 * k * lda + 2 * m * lda)  # covers either layout of A
+        b = operand(cupy, pa, 2 * k * ldb + 2 * n * ldb)
+        c = operand(cupy, pc, 2 * m * ldc + 2 * n * ldc)
+        flops = 2 * m * n * k * REPEATS * blocks
+        for kind, (name, _) in KERNELS.items():
+            kernels = {v: blasdx.compile_kernel(render(desc, t, kind), name) for v, t in versions.items()}
+            rates: dict[str, list[float]] = {v: [] for v in versions}
+            last: dict[str, tuple[float, float, float]] = {}
+            arguments = (a, b, c, np.int32(REPEATS))
+            for _ in range(args.rounds):
+                for version, kernel in kernels.items():
+                    last[version] = timings(cupy, functools.partial(kernel, (blocks,), desc.block_dim, arguments,
+                                                                    shared_mem=desc.shared_memory_size))
+                    rates[version].append(flops / last[version][0] / 1e9)
+            medians = {v: statistics.median(r) for v, r in rates.items()}
+            ratio = f"{medians['this'] / medians['base']:5.2f}" if "base" in medians else "    -"
+            ways = " ".join("/".join(f"{flops / ms / 1e9:.0f}" for ms in last[v]) for v in versions)
+            print(f"{case:24s} {kind:5s} " + " ".join(f"{medians[v]:8.1f}" for v in versions) + f"  {ratio} | {ways}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
