@@ -1,5 +1,6 @@
 """The block GEMM of the device API over the anchor harness's 8 cases and 13 others (every
-precision family but complex, odd sizes, each arrangement), in the harness's two kernels:
+precision family but complex, odd sizes, each arrangement; then three small tiles on more
+threads), in the harness's two kernels:
 ``reg`` repeats ``multiply(sa, sb, acc)`` into register accumulators, ``smem`` repeats the
 shared-memory ``execute(alpha, sa, sb, beta, sc)``; 200 calls a block, 16 blocks an SM.
 
@@ -9,7 +10,11 @@ the table gives the median of the rounds. Each launch is also timed three ways i
 (best of 5, median of 5, and 50 launches back to back between two events), because single
 launches of these short kernels have read 2-4x apart between calls.
 
-    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--compile-only]
+    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--compile-only]
+
+``--pattern`` fills A and B as the harness's cuBLASDx kernels do (0.01 (i % 7)) instead of with
+random values; ``--clocks`` prints nvidia-smi's SM clock, power and throttle reasons after each
+case: two suspects for the disagreement between calls.
 
 ``--compile-only`` renders and compiles every kernel for SM 900 (no GPU needed) and prints the
 compile seconds.
@@ -21,6 +26,7 @@ import argparse
 import functools
 import os
 import statistics
+import subprocess
 import time
 
 import numpy as np
@@ -28,7 +34,7 @@ import numpy as np
 os.environ.setdefault("BLASDX_DISABLE_DISK_CACHE", "1")
 
 import blasdx  # noqa: E402
-from blasdx import SM, Arrangement, Block, LeadingDimension, Precision, Size  # noqa: E402
+from blasdx import SM, Arrangement, Block, BlockDim, LeadingDimension, Precision, Size  # noqa: E402
 
 REPEATS = 200  # multiplies a launch
 BLOCKS_PER_SM = 16
@@ -42,6 +48,8 @@ CASES = [  # size, A/B precision, C precision, arrangement: the anchor harness's
     "24x40x56 f16 f32 rrr", "64x64x64 bf16 f32 crc", "32x64x32 tf32 f32 rrr", "64x64x64 i8 i32 rcr",
     "32x32x32 f32 f32 ccc", "20x36x28 f32 f32 rrr", "32x32x64 f64 f64 rcr", "24x24x24 f64 f64 crr",
     "128x64x32 f16 f32 rcr",
+    # the harness's small tiles on more warps (cuBLASDx suggests 128 threads for 32^3 float16)
+    "32x32x32 f16 f16 rrr t128", "64x64x64 f16 f16 rrr t256", "16x16x16 f64 f64 rrr t64",
 ]
 
 # The anchor harness's kernels (../shared/bench/side_by_side.py), with the same names.
@@ -72,10 +80,13 @@ extern "C" __global__ void repeat_bx(const gemm::a_t* a, const gemm::b_t* b, gem
 
 
 def descriptor(case: str):
-    size, pa, pc, arrangement = case.split()
+    """The descriptor of a case: "MxNxK A C arrangement", then "tTHREADS" for a BlockDim."""
+    size, pa, pc, arrangement, *threads = case.split()
     m, n, k = map(int, size.split("x"))
     desc = (Size(m, n, k) + Precision(PRECISIONS[pa], PRECISIONS[pa], PRECISIONS[pc])
             + Arrangement(*(LAYOUTS[x] for x in arrangement)) + SM(900) + Block())
+    if threads:
+        desc = desc + BlockDim(int(threads[0][1:]))
     return desc + LeadingDimension(*desc.suggested_leading_dimension)
 
 
@@ -92,9 +103,10 @@ def render(desc, templates: str | None, kind: str) -> str:
         os.environ.pop("BLASDX_TEMPLATES_DIR", None)
 
 
-def operand(cupy, precision: str, count: int):
-    """``count`` random values of ``precision`` in [-1, 1) (bfloat16 as its bits)."""
-    x = cupy.random.uniform(-1, 1, count, dtype=cupy.float32)
+def operand(cupy, precision: str, count: int, pattern: bool):
+    """``count`` values of ``precision``: random in [-1, 1), or with ``pattern`` the harness's
+    cuBLASDx kernels' 0.01 (i % 7), whose few toggling bits draw less power (bfloat16 as its bits)."""
+    x = (0.01 * (cupy.arange(count) % 7)).astype(cupy.float32) if pattern else cupy.random.uniform(-1, 1, count, dtype=cupy.float32)
     if precision == "bf16":
         return (x.view(cupy.uint32) >> 16).astype(cupy.uint16)
     if precision in ("i8", "i32"):
@@ -122,6 +134,12 @@ def timings(cupy, launch) -> tuple[float, float, float]:
     return min(single), statistics.median(single), cupy.cuda.get_elapsed_time(start, stop) / 50
 
 
+def clocks() -> str:
+    """The GPU's SM clock, power draw and throttle reasons now (nvidia-smi)."""
+    query = "--query-gpu=clocks.sm,power.draw,clocks_throttle_reasons.active"
+    return subprocess.run(["nvidia-smi", query, "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+
+
 def compile_only(versions: dict[str, str | None]) -> None:
     for case in CASES:
         desc = descriptor(case)
@@ -131,7 +149,7 @@ def compile_only(versions: dict[str, str | None]) -> None:
                 began = time.perf_counter()
                 blasdx.compile_kernel(render(desc, templates, kind), name, sm=900)
                 seconds.append(time.perf_counter() - began)
-            print(f"{case:24s} {kind:5s} " + " ".join(f"{v}={s:.2f} s" for v, s in zip(versions, seconds)), flush=True)
+            print(f"{case:28s} {kind:5s} " + " ".join(f"{v}={s:.2f} s" for v, s in zip(versions, seconds)), flush=True)
 
 
 def main() -> None:
@@ -139,6 +157,8 @@ def main() -> None:
     parser.add_argument("--base", help="an earlier templates/ directory to compare against")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--pattern", action="store_true", help="A and B as 0.01 (i % 7), not random")
+    parser.add_argument("--clocks", action="store_true", help="nvidia-smi's clock and power after each case")
     args = parser.parse_args()
     versions: dict[str, str | None] = {"base": args.base, "this": None} if args.base else {"this": None}
     if args.compile_only:
@@ -147,16 +167,16 @@ def main() -> None:
     import cupy
 
     blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * BLOCKS_PER_SM
-    print(f"{'case':24s} kind  " + " ".join(f"{v:>8s}" for v in versions)
+    print(f"{'case':28s} kind  " + " ".join(f"{v:>8s}" for v in versions)
           + "  ratio | last round's best / median / back to back, TFLOP/s")
     for case in CASES:
         desc = descriptor(case)
         m, n, k = desc.size
         lda, ldb, ldc = desc.leading_dimension
         pa, pc = case.split()[1:3]
-        a = operand(cupy, pa, 2 * k * lda + 2 * m * lda)  # covers either layout of A
-        b = operand(cupy, pa, 2 * k * ldb + 2 * n * ldb)
-        c = operand(cupy, pc, 2 * m * ldc + 2 * n * ldc)
+        a = operand(cupy, pa, 2 * k * lda + 2 * m * lda, args.pattern)  # covers either layout of A
+        b = operand(cupy, pa, 2 * k * ldb + 2 * n * ldb, args.pattern)
+        c = operand(cupy, pc, 2 * m * ldc + 2 * n * ldc, False)
         flops = 2 * m * n * k * REPEATS * blocks
         for kind, (name, _) in KERNELS.items():
             kernels = {v: blasdx.compile_kernel(render(desc, t, kind), name) for v, t in versions.items()}
@@ -171,8 +191,8 @@ def main() -> None:
             medians = {v: statistics.median(r) for v, r in rates.items()}
             ratio = f"{medians['this'] / medians['base']:5.2f}" if "base" in medians else "    -"
             ways = " ".join("/".join(f"{flops / ms / 1e9:.0f}" for ms in last[v]) for v in versions)
-            print(f"{case:24s} {kind:5s} " + " ".join(f"{medians[v]:8.1f}" for v in versions) + f"  {ratio} | {ways}",
-                  flush=True)
+            print(f"{case:28s} {kind:5s} " + " ".join(f"{medians[v]:8.1f}" for v in versions) + f"  {ratio} | {ways}"
+                  + (f" | {clocks()}" if args.clocks else ""), flush=True)
 
 
 if __name__ == "__main__":
