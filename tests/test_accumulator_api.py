@@ -247,3 +247,16 @@ def test_multiply_on_aligned_shared_memory_has_no_element_wise_fallback(spec, el
     ptx = ptx_of(desc.device_source("gemm") + REPEATED_MULTIPLY, "repeated", desc.sm)
     assert re.search(r"ldmatrix|ld\.shared\.v4\.f32", ptx)
     assert not re.search(element_load, ptx)
+
+
+def test_multiply_on_shared_memory_aligned_for_wgmma_has_no_mma_sync_fallback():
+    """README's advice for wgmma descriptors: with the buffer declared __align__(1024) and A and B
+    at a_offset / b_offset, where they lie is settled at compile time and the mma.sync fallback
+    leaves the kernel (on __align__(16) it stays, for A or B off a 1024-byte boundary)."""
+    desc = describe(("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900)
+    assert desc.instruction.is_wgmma
+    aligned_16 = ptx_of(desc.device_source("gemm") + REPEATED_MULTIPLY, "repeated")
+    aligned_1024 = ptx_of(desc.device_source("gemm") + REPEATED_MULTIPLY.replace("__align__(16)", "__align__(1024)"),
+                          "repeated")
+    assert "wgmma.mma_async" in aligned_16 and "mma.sync" in aligned_16
+    assert "wgmma.mma_async" in aligned_1024 and "mma.sync" not in aligned_1024
