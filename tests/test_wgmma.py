@@ -31,7 +31,7 @@ from blasdx.compiler.nvrtc import nvrtc_compile, options_for
 from blasdx.pipeline import fusion, kernel_source
 from blasdx.plan import grid_with_alignment, kernel_plan, with_alignment
 
-from .test_accumulator_api import CHAINED, EDGES, KERNELS, OVERLAPPED, chained_descriptors
+from .test_accumulator_api import CHAINED, EDGES, KERNELS, OVERLAPPED, REPEATED_MULTIPLY, chained_descriptors
 
 LAYOUT = {"r": "row_major", "c": "col_major"}
 ARRANGEMENTS = ["".join(x) for x in itertools.product("rc", repeat=3)]
@@ -210,21 +210,6 @@ def test_two_wgmma_descriptors_chain_through_store_at():
 def test_an_sm900_descriptor_compiles_for_a_newer_gpu_on_its_mma_sync_fallback():
     """The descriptor's SM picks the algorithm; on SM 1000 (no wgmma) its fallback runs."""
     assert gemm().compile(arch=1000).cubin[:4] == b"\x7fELF"
-
-
-REPEATED_MULTIPLY = r"""
-extern "C" __global__ void repeated(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int repeats) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
-  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
-  gemm::load_a(a, sa);
-  gemm::load_b(b, sb);
-  gemm::copy_wait();
-  auto acc = gemm::make_accumulator();
-  for (int r = 0; r < repeats; ++r) gemm::multiply(sa, sb, acc);
-  gemm::store(acc, c, gemm::ldc, gemm::scalar_t(1), gemm::scalar_t(0));
-}
-"""
 
 
 def ptxas_log(source: str, name: str) -> str:
