@@ -24,13 +24,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("BLASDX_DISABLE_DISK_CACHE", "1")
-
-import blasdx  # noqa: E402
-import blasdx.pipeline  # noqa: E402
-from blasdx import SM, Arrangement, Grid, Precision, Size, Stages, Type  # noqa: E402
-from blasdx.codegen.render import templates_dir  # noqa: E402
-from blasdx.compiler.nvrtc import nvrtc_compile, options_for  # noqa: E402
+import blasdx
+import blasdx.pipeline
+from blasdx import SM, Arrangement, Grid, Precision, Size, Stages, Type
+from blasdx.codegen.render import templates_dir
+from blasdx.compiler.nvrtc import nvrtc_compile, options_for
 
 LAYOUTS = {"r": "row_major", "c": "col_major"}
 CASES = [  # m, n, k, arrangement, complex
@@ -71,6 +69,9 @@ def variants(case, two_blocks: str):
 
 
 def use_templates(directory: str | None) -> None:
+    """Render from ``directory`` (None: this checkout's templates). The in-process caches key on
+    the plan alone, so they are cleared; the disk cache keys on the templates too, and serves the
+    later rounds."""
     if directory:
         os.environ["BLASDX_TEMPLATES_DIR"] = directory
     else:
