@@ -29,6 +29,7 @@ from .compiler import (
     check_arch,
     compile_source,
     header_identity,
+    kernel_resources,
     nvrtc_version,
     options_for,
     supported_archs,
@@ -179,7 +180,8 @@ def compile_for_arch(block: GemmPlan | GridPlan, arch: int, fusion: Fusion | Non
             log=exc.log, source=exc.source, options=exc.options, kernel_name=name) from None
     compiled = CompiledKernel(cubin=entry.cubin, kernel_name=name, arch=arch,
                               shared_memory_size=kernel.kernel_shared_memory_size,
-                              block_dim=block.block_dim, options=options_for(arch))
+                              block_dim=block.block_dim, options=options_for(arch),
+                              resources=kernel_resources(entry.metadata.get("log", ""), name))
     if cache is None:
         _compiled[memo_key] = compiled
     return compiled

@@ -8,10 +8,12 @@ from .. import arch
 from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
 from .nvrtc import (
     CompiledKernel,
+    KernelResources,
     check_arch,
     compile_source,
     header_identity,
     include_dirs,
+    kernel_resources,
     known_targets,
     nvrtc_version,
     options_for,
@@ -20,5 +22,6 @@ from .nvrtc import (
 
 arch.nvrtc_targets = known_targets  # SM() refuses what this NVRTC cannot compile for
 
-__all__ = ["DEFAULT_CACHE", "Entry", "KernelCache", "make_key", "CompiledKernel", "check_arch", "compile_source",
-           "header_identity", "include_dirs", "nvrtc_version", "options_for", "supported_archs"]
+__all__ = ["DEFAULT_CACHE", "Entry", "KernelCache", "make_key", "CompiledKernel", "KernelResources", "check_arch",
+           "compile_source", "header_identity", "include_dirs", "kernel_resources", "nvrtc_version", "options_for",
+           "supported_archs"]

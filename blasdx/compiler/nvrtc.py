@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,14 +30,45 @@ from .cache import DEFAULT_CACHE, Entry, KernelCache, make_key
 
 logger = logging.getLogger("blasdx.compiler")
 
-BASE_OPTIONS: tuple[str, ...] = ("-std=c++17", "-DNDEBUG", "--device-int128")
+# ptxas's -v puts each kernel's registers, stack frame and spills in the log (KernelResources).
+BASE_OPTIONS: tuple[str, ...] = ("-std=c++17", "-DNDEBUG", "--device-int128", "--ptxas-options=-v")
 _HEADER_PACKAGES = ("nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl", "nvidia-cuda-nvrtc",  # CUDA 13
                     "nvidia-cuda-runtime-cu12", "nvidia-cuda-cccl-cu12", "nvidia-cuda-nvrtc-cu12")  # CUDA 12
 
 
 @dataclass(frozen=True)
+class KernelResources:
+    """What ptxas gave one kernel, per thread: registers, and the bytes of its stack frame and
+    of the spills (local-memory stores and loads) where the registers did not suffice."""
+
+    registers: int
+    stack_frame_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+
+    @property
+    def spills(self) -> bool:
+        return bool(self.spill_store_bytes or self.spill_load_bytes)
+
+
+_FUNCTION_PROPERTIES = re.compile(
+    r"Function properties for (?P<name>\S+)\s+(?:ptxas\s+\.\s+)?(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) "
+    r"bytes spill stores, (?P<loads>\d+) bytes spill loads\s+ptxas info\s*: Used (?P<registers>\d+) registers")
+
+
+def kernel_resources(log: str, name: str) -> KernelResources | None:
+    """Kernel ``name``'s resources from a log of ptxas -v (None where the log has none)."""
+    for match in _FUNCTION_PROPERTIES.finditer(log or ""):
+        if match["name"] == name:
+            return KernelResources(registers=int(match["registers"]), stack_frame_bytes=int(match["stack"]),
+                                   spill_store_bytes=int(match["stores"]), spill_load_bytes=int(match["loads"]))
+    return None
+
+
+@dataclass(frozen=True)
 class CompiledKernel:
-    """A cubin for one architecture and what is needed to launch its kernel."""
+    """A cubin for one architecture and what is needed to launch its kernel; ``resources``
+    (registers, spills) as ptxas reported them."""
 
     cubin: bytes
     kernel_name: str
@@ -44,6 +76,7 @@ class CompiledKernel:
     shared_memory_size: int
     block_dim: tuple[int, int, int]
     options: tuple[str, ...]
+    resources: KernelResources | None = None
 
 
 def _nvrtc() -> Any:

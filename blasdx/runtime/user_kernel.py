@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from ..compiler import check_arch, compile_source
+from ..compiler import Entry, check_arch, compile_source, kernel_resources
 from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from .device import (
     CU_FUNC_ATTRIBUTE_NUM_REGS,
@@ -38,14 +38,17 @@ class UserKernel:
         self.name = name
         self.sm = sm
         self.options = options
-        self.cubin = self._compile(sm)
+        entry = self._compile(sm)
+        self.cubin = entry.cubin
+        # registers, stack frame and spills a thread, as ptxas reported them for ``sm``
+        self.resources = kernel_resources(entry.metadata.get("log", ""), name)
         self._functions: dict[int, tuple[Any, Any, list[int]]] = {}  # device -> (module, fn, [limit])
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<blasdx.UserKernel {self.name!r} sm={self.sm}>"
 
-    def _compile(self, arch: int) -> bytes:
+    def _compile(self, arch: int) -> Entry:
         entry = compile_source(self.source, arch, options=self.options, name=self.name,
                                metadata={"kernel_name": self.name})
         if self.name.encode() + b"\0" not in entry.cubin:
@@ -53,7 +56,7 @@ class UserKernel:
                 f"the source compiled, but it defines no kernel named {self.name!r}; declare it as "
                 f'extern "C" __global__ void {self.name}(...) so that its name is not mangled',
                 source=self.source, options=self.options, kernel_name=self.name)
-        return entry.cubin
+        return entry
 
     def _function(self, device_id: int) -> tuple[Any, list[int]]:
         loaded = self._functions.get(device_id)  # loaded before: no lock on the launch path
@@ -67,7 +70,7 @@ class UserKernel:
                     raise DeviceError(f"device {device_id} is SM {device_sm}, older than this "
                                       f"kernel's sm={self.sm}; compile it with sm={device_sm}")
                 arch = compile_arch_for(device_sm)
-                cubin = self.cubin if arch == self.sm else self._compile(arch)
+                cubin = self.cubin if arch == self.sm else self._compile(arch).cubin
                 module, function = load_function(cubin, self.name, device_id)
                 loaded = (module, function, [DEFAULT_DYNAMIC_SHARED])
                 self._functions[device_id] = loaded
