@@ -12,6 +12,8 @@ import pytest
 from blasdx import SM, Arrangement, Block, Precision, Size, compile_kernel
 from blasdx.compiler import supported_archs
 from blasdx.compiler.nvrtc import options_for
+from blasdx.pipeline import fusion, kernel_source
+from blasdx.plan import with_alignment
 
 from .test_compile import _spec_id, describe
 
@@ -260,3 +262,18 @@ def test_multiply_on_shared_memory_aligned_for_wgmma_has_no_mma_sync_fallback():
                           "repeated")
     assert "wgmma.mma_async" in aligned_16 and "mma.sync" in aligned_16
     assert "wgmma.mma_async" in aligned_1024 and "mma.sync" not in aligned_1024
+
+
+@pytest.mark.parametrize("spec, element_load", [
+    ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), r"ld\.shared\.u16"),
+    ((("float32", "float32", "float32"), False, "rrr", (64, 64, 64), 900), r"ld\.shared\.f32"),
+], ids=lambda x: x if isinstance(x, str) else _spec_id(x))
+def test_execute_kernels_on_aligned_arrays_have_no_element_wise_fallback(spec, element_load):
+    """execute()'s batched kernel places A and B in its own __align__'d shared memory, so the same
+    test folds there: its multiply keeps only the vector loads (32 element loads before)."""
+    desc = describe(*spec)
+    plan = with_alignment(desc.plan, (16,) * 3)
+    source = kernel_source(plan, fusion(desc, None, None, None, None, None, None, False))
+    ptx = ptx_of(source, plan.kernel_name, desc.sm)
+    assert re.search(r"ldmatrix|ld\.shared\.v4\.f32", ptx)
+    assert not re.search(element_load, ptx)
