@@ -24,6 +24,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from grid_gemm import timed  # benchmarks/ is on the path when this script runs
+
 import blasdx
 import blasdx.pipeline
 from blasdx import SM, Arrangement, Grid, Precision, Size, Stages, Type
@@ -36,6 +38,7 @@ CASES = [  # m, n, k, arrangement, complex
     (2048, 2048, 2048, "rcr", False), (4000, 3000, 1000, "rcr", False), (1000, 1000, 4096, "rcr", False),
     (3001, 2999, 997, "rrr", False), (2048, 2048, 2048, "rcr", True),
 ]
+REPEATS = 10  # timed launches a measurement (median)
 LAUNCH_BOUNDS = "__launch_bounds__({{ block_threads }}, {{ blocks_per_sm }})"
 
 
@@ -92,22 +95,6 @@ def registers(desc, directory: str | None) -> str:
     return f"{used.group(1) if used else '?'} registers, spills {spills.group(1)}/{spills.group(2)} bytes" if spills else log[-300:]
 
 
-def timed(fn, repeats: int = 10) -> float:
-    import torch
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def operands(case):
     import torch
 
@@ -133,14 +120,14 @@ def measure(case, two_blocks: str, rounds: int) -> str:
     flops = (8 if case[4] else 2) * case[0] * case[1] * case[2]
     rates: dict[str, list[float]] = {"torch": []}
     for _ in range(rounds):
-        rates["torch"].append(flops / timed(lambda: torch.matmul(a, b, out=out)) / 1e9)
+        rates["torch"].append(flops / timed(lambda: torch.matmul(a, b, out=out), REPEATS) / 1e9)
         for name, desc, directory in variants(case, two_blocks):
             use_templates(directory)
             desc.execute(a, b, c)
             err = float((c.to(wide) - ref).norm() / ref.norm())
             if not err <= 1e-4:
                 raise AssertionError(f"{case} {name}: relative error {err:.3g}")
-            rates.setdefault(name, []).append(flops / timed(lambda desc=desc: desc.execute(a, b, c)) / 1e9)
+            rates.setdefault(name, []).append(flops / timed(lambda desc=desc: desc.execute(a, b, c), REPEATS) / 1e9)
     use_templates(None)
     torch_rate = statistics.median(rates["torch"])
     return f"{case}: torch {torch_rate:.1f} TFLOP/s; " + ", ".join(
