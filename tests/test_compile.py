@@ -271,7 +271,16 @@ ptxas info    : Used 128 registers, used 1 barriers, 40 bytes cumulative stack s
 """
 
 
+# The same report as ptxas prints it run on its own (and as older NVRTCs may).
+PLAIN_PTXAS_LOG = """ptxas info    : Compiling entry function 'k' for 'sm_80'
+ptxas info    : Function properties for k
+    16 bytes stack frame, 16 bytes spill stores, 52 bytes spill loads
+ptxas info    : Used 255 registers, 384 bytes cmem[0]
+"""
+
+
 def test_kernel_resources_are_read_for_the_named_kernel_from_ptxas_log():
+    assert kernel_resources(PLAIN_PTXAS_LOG, "k") == KernelResources(255, 16, 16, 52)
     resources = kernel_resources(NVRTC_PTXAS_LOG, "k")
     assert resources == KernelResources(registers=128, stack_frame_bytes=40, spill_store_bytes=40, spill_load_bytes=128)
     assert resources.spills
