@@ -10,11 +10,15 @@ the table gives the median of the rounds. Each launch is also timed three ways i
 (best of 5, median of 5, and 50 launches back to back between two events), because single
 launches of these short kernels have read 2-4x apart between calls.
 
-    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--compile-only]
+    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--anchor] [--compile-only]
 
 ``--pattern`` fills A and B as the harness's cuBLASDx kernels do (0.01 (i % 7)) instead of with
 random values; ``--clocks`` prints nvidia-smi's SM clock, power and throttle reasons after each
 case: two suspects for the disagreement between calls.
+
+``--anchor`` also times cuBLASDx v3's repeated multiply on the harness's 8 cases (compiled by the
+harness's code from .anchors/, the nvidia-mathdx wheel in .whl/) the same three ways, so that its
+ratio to blasdx's does not depend on how a single launch is timed.
 
 ``--compile-only`` renders and compiles every kernel for SM 900 (no GPU needed) and prints the
 compile seconds.
@@ -27,7 +31,11 @@ import functools
 import os
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -152,6 +160,37 @@ def compile_only(versions: dict[str, str | None]) -> None:
             print(f"{case:28s} {kind:5s} " + " ".join(f"{v}={s:.2f} s" for v, s in zip(versions, seconds)), flush=True)
 
 
+ANCHORS = Path(__file__).resolve().parent.parent / ".anchors"  # ../shared/bench copied in (its README)
+
+
+def anchor_kernels(cases: list[str]) -> dict[str, tuple]:
+    """cuBLASDx v3's ``repeat_v3`` kernel for each of ``cases`` that the anchor harness has
+    (rrr, the harness's precisions), compiled by the harness's own code in parallel: case ->
+    (cubin, seconds, log). Needs .anchors/side_by_side.py and the nvidia-mathdx wheel in .whl/."""
+    if str(ANCHORS) not in sys.path:
+        sys.path.insert(0, str(ANCHORS))
+    import side_by_side
+
+    harness = {f"{m}x{n}x{k} {pa} {pc} rrr": (m, n, k, pa, pc) for m, n, k, pa, pc in side_by_side.CASES}
+    wanted = [case for case in cases if case in harness]
+    with ProcessPoolExecutor(max_workers=8) as pool:
+        built = list(pool.map(side_by_side.compile_dx, [harness[case] for case in wanted]))
+    return {case: result[1:] for case, result in zip(wanted, built)}
+
+
+def anchor_launch(cupy, cubin: bytes, blocks: int):
+    """A launch of cuBLASDx v3's repeated multiply (its A and B are made in the kernel, 0.01 (i % 7))."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as file:
+        file.write(cubin)
+    module = cupy.RawModule(path=file.name)
+    block_dim = tuple(int(v) for v in cupy.ndarray((3,), cupy.uint32, module.get_global("bd2")).get())
+    shared = int(cupy.ndarray((1,), cupy.uint32, module.get_global("smem3")).get()[0])
+    kernel = module.get_function("repeat_v3")
+    kernel.max_dynamic_shared_size_bytes = shared
+    scratch = cupy.empty(blocks * 1024, dtype=cupy.float64)
+    return functools.partial(kernel, (blocks,), block_dim, (scratch, np.int32(REPEATS)), shared_mem=shared)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", help="an earlier templates/ directory to compare against")
@@ -159,6 +198,8 @@ def main() -> None:
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--pattern", action="store_true", help="A and B as 0.01 (i % 7), not random")
     parser.add_argument("--clocks", action="store_true", help="nvidia-smi's clock and power after each case")
+    parser.add_argument("--anchor", action="store_true",
+                        help="also time cuBLASDx v3's repeated multiply (the harness's 8 cases) the same three ways")
     args = parser.parse_args()
     versions: dict[str, str | None] = {"base": args.base, "this": None} if args.base else {"this": None}
     if args.compile_only:
@@ -167,6 +208,7 @@ def main() -> None:
     import cupy
 
     blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * BLOCKS_PER_SM
+    anchors = anchor_kernels(CASES) if args.anchor else {}
     print(f"{'case':28s} kind  " + " ".join(f"{v:>8s}" for v in versions)
           + "  ratio | last round's best / median / back to back, TFLOP/s")
     for case in CASES:
@@ -192,6 +234,14 @@ def main() -> None:
             ratio = f"{medians['this'] / medians['base']:5.2f}" if "base" in medians else "    -"
             ways = " ".join("/".join(f"{flops / ms / 1e9:.0f}" for ms in last[v]) for v in versions)
             print(f"{case:28s} {kind:5s} " + " ".join(f"{medians[v]:8.1f}" for v in versions) + f"  {ratio} | {ways}"
+                  + (f" | {clocks()}" if args.clocks else ""), flush=True)
+        if case in anchors:
+            cubin, _, log = anchors[case]
+            if cubin is None:
+                print(f"{case:28s} dx3   did not compile: {log[-200:]}", flush=True)
+                continue
+            ways = "/".join(f"{flops / ms / 1e9:.0f}" for ms in timings(cupy, anchor_launch(cupy, cubin, blocks)))
+            print(f"{case:28s} dx3   (cuBLASDx v3) best / median / back to back {ways}"
                   + (f" | {clocks()}" if args.clocks else ""), flush=True)
 
 
