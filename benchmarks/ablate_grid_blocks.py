@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import tempfile
@@ -30,7 +29,6 @@ import blasdx
 import blasdx.pipeline
 from blasdx import SM, Arrangement, Grid, Precision, Size, Stages, Type
 from blasdx.codegen.render import templates_dir
-from blasdx.compiler.nvrtc import nvrtc_compile, options_for
 
 LAYOUTS = {"r": "row_major", "c": "col_major"}
 CASES = [  # m, n, k, arrangement, complex
@@ -87,12 +85,9 @@ def registers(desc, directory: str | None) -> str:
     use_templates(directory)
     plan = blasdx.plan.grid_with_alignment(desc.plan, (16,) * 3)
     fusion = blasdx.pipeline.fusion(desc, None, None, None, None, None, None, False)
-    source = blasdx.pipeline.kernel_source(plan, fusion)
-    name = re.search(r"__global__ void (?:__cluster_dims__\([^)]*\) )?(?:__launch_bounds__\([^)]*\) )?(\w+)", source).group(1)
-    _, log = nvrtc_compile(source, options_for(900, ("-Xptxas", "-v")), name)
-    used = re.search(r"Used (\d+) registers", log)
-    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    return f"{used.group(1) if used else '?'} registers, spills {spills.group(1)}/{spills.group(2)} bytes" if spills else log[-300:]
+    r = blasdx.pipeline.compile_for_arch(plan, 900, fusion).resources
+    return "no ptxas report" if r is None else (
+        f"{r.registers} registers, spills {r.spill_store_bytes}/{r.spill_load_bytes} bytes")
 
 
 def operands(case):

@@ -182,10 +182,13 @@ def anchor_launch(cupy, cubin: bytes, blocks: int):
     """A launch of cuBLASDx v3's repeated multiply (its A and B are made in the kernel, 0.01 (i % 7))."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as file:
         file.write(cubin)
-    module = cupy.RawModule(path=file.name)
-    block_dim = tuple(int(v) for v in cupy.ndarray((3,), cupy.uint32, module.get_global("bd2")).get())
-    shared = int(cupy.ndarray((1,), cupy.uint32, module.get_global("smem3")).get()[0])
-    kernel = module.get_function("repeat_v3")
+    try:
+        module = cupy.RawModule(path=file.name)
+        block_dim = tuple(int(v) for v in cupy.ndarray((3,), cupy.uint32, module.get_global("bd2")).get())
+        shared = int(cupy.ndarray((1,), cupy.uint32, module.get_global("smem3")).get()[0])
+        kernel = module.get_function("repeat_v3")
+    finally:
+        os.unlink(file.name)  # the module is loaded
     kernel.max_dynamic_shared_size_bytes = shared
     scratch = cupy.empty(blocks * 1024, dtype=cupy.float64)
     return functools.partial(kernel, (blocks,), block_dim, (scratch, np.int32(REPEATS)), shared_mem=shared)
