@@ -10,7 +10,7 @@ the table gives the median of the rounds. Each launch is also timed three ways i
 (best of 5, median of 5, and 50 launches back to back between two events), because single
 launches of these short kernels have read 2-4x apart between calls.
 
-    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--anchor] [--compile-only]
+    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--anchor] [--only REGEX] [--compile-only]
 
 ``--pattern`` fills A and B as the harness's cuBLASDx kernels do (0.01 (i % 7)) instead of with
 random values; ``--clocks`` prints nvidia-smi's SM clock, power and throttle reasons after each
@@ -21,7 +21,7 @@ harness's code from .anchors/, the nvidia-mathdx wheel in .whl/) the same three 
 ratio to blasdx's does not depend on how a single launch is timed.
 
 ``--compile-only`` renders and compiles every kernel for SM 900 (no GPU needed) and prints the
-compile seconds.
+compile seconds and registers a thread.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -152,12 +153,13 @@ def compile_only(versions: dict[str, str | None]) -> None:
     for case in CASES:
         desc = descriptor(case)
         for kind, (name, _) in KERNELS.items():
-            seconds = []
-            for templates in versions.values():
+            figures = []
+            for version, templates in versions.items():
                 began = time.perf_counter()
-                blasdx.compile_kernel(render(desc, templates, kind), name, sm=900)
-                seconds.append(time.perf_counter() - began)
-            print(f"{case:28s} {kind:5s} " + " ".join(f"{v}={s:.2f} s" for v, s in zip(versions, seconds)), flush=True)
+                kernel = blasdx.compile_kernel(render(desc, templates, kind), name, sm=900)
+                seconds = time.perf_counter() - began
+                figures.append(f"{version}={seconds:.2f} s {kernel.resources.registers} regs")
+            print(f"{case:28s} {kind:5s} " + " ".join(figures), flush=True)
 
 
 ANCHORS = Path(__file__).resolve().parent.parent / ".anchors"  # ../shared/bench copied in (its README)
@@ -199,11 +201,14 @@ def main() -> None:
     parser.add_argument("--base", help="an earlier templates/ directory to compare against")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--only", help="a regular expression: the cases it finds, e.g. 'i8|tf32'")
     parser.add_argument("--pattern", action="store_true", help="A and B as 0.01 (i % 7), not random")
     parser.add_argument("--clocks", action="store_true", help="nvidia-smi's clock and power after each case")
     parser.add_argument("--anchor", action="store_true",
                         help="also time cuBLASDx v3's repeated multiply (the harness's 8 cases) the same three ways")
     args = parser.parse_args()
+    if args.only:
+        CASES[:] = [case for case in CASES if re.search(args.only, case)]
     versions: dict[str, str | None] = {"base": args.base, "this": None} if args.base else {"this": None}
     if args.compile_only:
         compile_only(versions)

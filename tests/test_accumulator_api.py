@@ -239,6 +239,12 @@ extern "C" __global__ void repeated(const gemm::a_t* a, const gemm::b_t* b, gemm
     ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), r"ld\.shared\.u16"),  # wgmma's fallback
     ((("float16", "float16", "float32"), False, "ccc", (64, 32, 64), 800), r"ld\.shared\.u16"),
     ((("float32", "float32", "float32"), False, "rrr", (64, 64, 64), 900), r"ld\.shared\.f32"),
+    # 8- and 32-bit operands with k contiguous (row-major A, column-major B) load by ldmatrix too
+    ((("int8", "int8", "int32"), False, "rcr", (64, 64, 64), 800), r"ld\.shared\.[us]8"),
+    ((("int8", "int8", "int32"), False, "rcr", (64, 64, 64), 900), r"ld\.shared\.[us]8"),  # wgmma's fallback
+    ((("float8_e4m3", "float8_e4m3", "float32"), False, "rcr", (32, 32, 64), 900), r"ld\.shared\.[us]8"),
+    ((("tfloat32", "tfloat32", "float32"), False, "rcr", (32, 64, 32), 800), r"ld\.shared\.f32"),
+    ((("tfloat32", "tfloat32", "float32"), False, "rcr", (64, 64, 32), 900), r"ld\.shared\.f32"),  # wgmma's fallback
 ], ids=lambda x: x if isinstance(x, str) else _spec_id(x))
 def test_multiply_on_aligned_shared_memory_has_no_element_wise_fallback(spec, element_load):
     """A and B at constant offsets of an __align__(16) shared buffer: the alignment test of

@@ -116,7 +116,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False) -> dict:
         "tile_m": plan.tile_m, "tile_n": plan.tile_n,
         "tiles_m": plan.tiles_m, "tiles_n": plan.tiles_n, "tiles": plan.tiles,
         "group_m": plan.group_m, "group_n": plan.group_n,
-        "ldmatrix": instr.ldmatrix,
+        "ldmatrix": False,  # set with the fragment instruction below
         "packed": instr.packed,
         "fma_vector": plan.fma_vector_loads,
         "fma_pairs": plan.fma_thread_pairs,
@@ -151,6 +151,14 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False) -> dict:
             sm75_arch=SM75_FORMS_MIN_ARCH,
         )
         ctx["k_loop_unroll"] = plan.k_loop_unroll
+        # ldmatrix loads 8x8 blocks of 16-bit values; 16-bit operands take it in either layout
+        # (.trans for MN-major ones), 8- and 32-bit ones where k is contiguous (K-major: row-major
+        # A, column-major B), whose blocks then hold the m16n8 fragments as they are.
+        k_major_ok = instr.fragments == "m16n8" and instr.operand_bits in (8, 32)
+        ctx.update(ldmatrix_a=instr.ldmatrix or (k_major_ok and plan.a.layout == "row_major"),
+                   ldmatrix_b=instr.ldmatrix or (k_major_ok and plan.b.layout == "col_major"),
+                   ldmatrix_elements=128 // instr.operand_bits)
+        ctx["ldmatrix"] = ctx["ldmatrix_a"] or ctx["ldmatrix_b"]
         if instr.packed:
             # Bytes of k per row of A (and column of B); each instruction takes 32 of them.
             value_bits = plan.a.element_size * 8 // plan.a.pack  # 4 or 1

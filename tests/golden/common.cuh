@@ -211,6 +211,13 @@ __device__ __forceinline__ bool shared_aligned(const void* p) {
   return (shared_address(p) & (Bytes - 1)) == 0;
 }
 
+// Whether p, in shared or global memory, is aligned to Bytes: a shared p tested as by
+// shared_aligned (the compiler folds the test where it knows p is shared).
+template <unsigned Bytes>
+__device__ __forceinline__ bool address_aligned(const void* p) {
+  return __isShared(p) ? shared_aligned<Bytes>(p) : (reinterpret_cast<unsigned long long>(p) & (Bytes - 1)) == 0;
+}
+
 template <int Bytes> struct vector_of;
 template <> struct vector_of<1> { using type = unsigned char; };
 template <> struct vector_of<2> { using type = unsigned short; };

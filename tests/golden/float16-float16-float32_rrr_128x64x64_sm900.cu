@@ -177,8 +177,14 @@ __device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* 
 __device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
 
 // ldmatrix (SM 75+): one instruction loads four (x4) or two (x2) 8x8 blocks of 16-bit
-// values, a whole A fragment or two B fragments. Used for 16x16 (A) and 16x8 (B) pieces
-// that lie wholly inside m, n, k, from a 16-byte aligned matrix, without a load hook.
+// values (rows of 16 bytes), a whole A fragment or two B fragments. Used for pieces that lie
+// wholly inside m, n, k, from a 16-byte aligned matrix, without a load hook; 8- and 32-bit
+// operands only where k is contiguous: a thread's 32 bits of a block are then the 4 (or 1)
+// neighbours along k its fragment holds. 8 elements make 16 bytes.
+constexpr int ldmatrix_elements = 8;
+// tfloat32 operands are rounded to tf32 as the element-wise loads round them.
+__device__ __forceinline__ void ldmatrix_round(unsigned& r) {
+}
 template <bool Trans>
 __device__ __forceinline__ void ldmatrix_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
 #if __CUDA_ARCH__ >= 750
@@ -206,19 +212,27 @@ __device__ __forceinline__ void ldmatrix_x2(unsigned& r0, unsigned& r1, const vo
 
 // Lane l addresses row (l % 8) of block (l / 8): blocks are (rows 0-7 | 8-15) x (k 0-7 | 8-15).
 __device__ __forceinline__ void ldmatrix_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int lane) {
-  const int r = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = k0 + (lane >> 4) * 8;  // rows of A
+  const int r = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = k0 + (lane >> 4) * ldmatrix_elements;  // rows of A
   ldmatrix_x4<false>(f[0], f[1], f[2], f[3], sa + a_index(r, c));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) ldmatrix_round(f[j]);
 }
 // Two B fragments (columns n0..n0+7 and n0+8..n0+15), or one with the x2 form.
 __device__ __forceinline__ void ldmatrix_b2(frag_t (&f0)[b_regs], frag_t (&f1)[b_regs], const b_t* sb, int k0, int n0,
                                             int lane) {
   const int r = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = n0 + (lane >> 4) * 8;
   ldmatrix_x4<true>(f0[0], f0[1], f1[0], f1[1], sb + b_index(r, c));
+  ldmatrix_round(f0[0]);
+  ldmatrix_round(f0[1]);
+  ldmatrix_round(f1[0]);
+  ldmatrix_round(f1[1]);
 }
 __device__ __forceinline__ void ldmatrix_b1(frag_t (&f)[b_regs], const b_t* sb, int k0, int n0, int lane) {
   const int l = lane & 15;
   const int r = k0 + (l & 7) + (l >> 3) * 8, c = n0;
   ldmatrix_x2<true>(f[0], f[1], sb + b_index(r, c));
+  ldmatrix_round(f[0]);
+  ldmatrix_round(f[1]);
 }
 __device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + (i & 1); }
 
@@ -323,7 +337,7 @@ template <class Index, class CLoad, class CStore>
 __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
                                            Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                            const CStore& c_store) {
-  const bool pairs = c_pairs && ld % 2 == 0 && (reinterpret_cast<unsigned long long>(c) & (2 * sizeof(c_t) - 1)) == 0;
+  const bool pairs = c_pairs && ld % 2 == 0 && blasdx::address_aligned<2 * sizeof(c_t)>(c);
   if (pairs) store_tile_in<true>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
   else store_tile_in<false>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
 }
@@ -466,18 +480,21 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   constexpr bool no_hooks = blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value;
   const int m0 = at.m0 + w.row0;
   const bool by_ldmatrix = no_hooks && blasdx::shared_aligned<16>(sa) && blasdx::shared_aligned<16>(sb);
+  const bool a_by_ldmatrix = true && by_ldmatrix;
+  const bool b_by_ldmatrix = true && by_ldmatrix;
+#pragma unroll 1
   for (int k0 = 0; k0 < k; k0 += ik) {
     frag_t fa[a_regs];
-    if (by_ldmatrix) ldmatrix_a(fa, sa, m0, k0, w.lane);
+    if (a_by_ldmatrix) ldmatrix_a(fa, sa, m0, k0, w.lane);
     else load_fragment_a(fa, sa, m0, k0, w.g, w.t, a_load);
 #pragma unroll
     for (int j = 0; j < pn; j += 2) {
       const int n1 = at.n0 + j * in_;
       frag_t fb0[b_regs], fb1[b_regs];
-      if (by_ldmatrix && j + 1 < pn) {
+      if (b_by_ldmatrix && j + 1 < pn) {
         ldmatrix_b2(fb0, fb1, sb, k0, n1, w.lane);
       } else {
-        if (by_ldmatrix) ldmatrix_b1(fb0, sb, k0, n1, w.lane);
+        if (b_by_ldmatrix) ldmatrix_b1(fb0, sb, k0, n1, w.lane);
         else load_fragment_b(fb0, sb, k0, n1, w.g, w.t, b_load);
         if (j + 1 < pn) load_fragment_b(fb1, sb, k0, n1 + in_, w.g, w.t, b_load);
       }

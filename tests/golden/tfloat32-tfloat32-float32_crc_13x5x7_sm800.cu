@@ -259,7 +259,7 @@ template <class Index, class CLoad, class CStore>
 __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
                                            Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                            const CStore& c_store) {
-  const bool pairs = c_pairs && ld % 2 == 0 && (reinterpret_cast<unsigned long long>(c) & (2 * sizeof(c_t) - 1)) == 0;
+  const bool pairs = c_pairs && ld % 2 == 0 && blasdx::address_aligned<2 * sizeof(c_t)>(c);
   if (pairs) store_tile_in<true>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
   else store_tile_in<false>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
 }
