@@ -10,7 +10,7 @@ the table gives the median of the rounds. Each launch is also timed three ways i
 (best of 5, median of 5, and 50 launches back to back between two events), because single
 launches of these short kernels have read 2-4x apart between calls.
 
-    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--anchor] [--only REGEX] [--compile-only]
+    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--anchor] [--fence] [--only REGEX] [--compile-only]
 
 ``--pattern`` fills A and B as the harness's cuBLASDx kernels do (0.01 (i % 7)) instead of with
 random values; ``--clocks`` prints nvidia-smi's SM clock, power and throttle reasons after each
@@ -19,6 +19,11 @@ case: two suspects for the disagreement between calls.
 ``--anchor`` also times cuBLASDx v3's repeated multiply on the harness's 8 cases (compiled by the
 harness's code from .anchors/, the nvidia-mathdx wheel in .whl/) the same three ways, so that its
 ratio to blasdx's does not depend on how a single launch is timed.
+
+``--fence`` adds ``__syncwarp()`` after each repeated multiply, in blasdx's kernels and in
+cuBLASDx's: without it ptxas may hoist shared-memory loads that the repeats share out of the loop
+(cuBLASDx v3's 32^3 float16 loop holds 5 ldmatrix per 16 mma where each repeat needs 16), which no
+K loop can do, as its A and B change every step.
 
 ``--compile-only`` renders and compiles every kernel for SM 900 (no GPU needed) and prints the
 compile seconds and registers a thread.
@@ -99,15 +104,29 @@ def descriptor(case: str):
     return desc + LeadingDimension(*desc.suggested_leading_dimension)
 
 
-def render(desc, templates: str | None, kind: str) -> str:
+FENCED = {"gemm::multiply(sa, sb, acc);": "{ gemm::multiply(sa, sb, acc); __syncwarp(); }",
+          "gemm::execute(gemm::scalar_t(1), sa, sb, gemm::scalar_t(1), sc);":
+              "{ gemm::execute(gemm::scalar_t(1), sa, sb, gemm::scalar_t(1), sc); __syncwarp(); }",
+          "B2().execute(ta, tb, acc);": "{ B2().execute(ta, tb, acc); __syncwarp(); }"}  # cuBLASDx v3's repeat
+
+
+def fenced(source: str) -> str:
+    """``source`` with a ``__syncwarp()`` after each repeated multiply (see --fence)."""
+    for plain, with_fence in FENCED.items():
+        source = source.replace(plain, with_fence)
+    return source
+
+
+def render(desc, templates: str | None, kind: str, fence: bool = False) -> str:
     """The harness kernel ``kind`` around ``desc``'s device source from ``templates`` (None:
-    this checkout's)."""
+    this checkout's), ``fenced`` with ``fence``."""
     if templates:
         os.environ["BLASDX_TEMPLATES_DIR"] = templates
     else:
         os.environ.pop("BLASDX_TEMPLATES_DIR", None)
     try:
-        return desc.device_source("gemm") + KERNELS[kind][1]
+        kernel = KERNELS[kind][1]
+        return desc.device_source("gemm") + (fenced(kernel) if fence else kernel)
     finally:
         os.environ.pop("BLASDX_TEMPLATES_DIR", None)
 
@@ -165,17 +184,26 @@ def compile_only(versions: dict[str, str | None]) -> None:
 ANCHORS = Path(__file__).resolve().parent.parent / ".anchors"  # ../shared/bench copied in (its README)
 
 
-def anchor_kernels(cases: list[str]) -> dict[str, tuple]:
+def fence_the_harness() -> None:
+    """Runs in each compiling process: the harness's source fenced (see --fence)."""
+    import side_by_side
+
+    side_by_side.SRC = fenced(side_by_side.SRC)
+
+
+def anchor_kernels(cases: list[str], fence: bool = False) -> dict[str, tuple]:
     """cuBLASDx v3's ``repeat_v3`` kernel for each of ``cases`` that the anchor harness has
-    (rrr, the harness's precisions), compiled by the harness's own code in parallel: case ->
-    (cubin, seconds, log). Needs .anchors/side_by_side.py and the nvidia-mathdx wheel in .whl/."""
+    (rrr, the harness's precisions), compiled by the harness's own code in parallel (``fenced``
+    with ``fence``): case -> (cubin, seconds, log). Needs .anchors/side_by_side.py and the
+    nvidia-mathdx wheel in .whl/."""
     if str(ANCHORS) not in sys.path:
         sys.path.insert(0, str(ANCHORS))
     import side_by_side
 
+    side_by_side.includes()  # unpacks the headers once, before the processes that read them
     harness = {f"{m}x{n}x{k} {pa} {pc} rrr": (m, n, k, pa, pc) for m, n, k, pa, pc in side_by_side.CASES}
     wanted = [case for case in cases if case in harness]
-    with ProcessPoolExecutor(max_workers=8) as pool:
+    with ProcessPoolExecutor(max_workers=8, initializer=fence_the_harness if fence else None) as pool:
         built = list(pool.map(side_by_side.compile_dx, [harness[case] for case in wanted]))
     return {case: result[1:] for case, result in zip(wanted, built)}
 
@@ -201,6 +229,7 @@ def main() -> None:
     parser.add_argument("--base", help="an earlier templates/ directory to compare against")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--fence", action="store_true", help="__syncwarp() after each repeated multiply, here and in cuBLASDx's")
     parser.add_argument("--only", help="a regular expression: the cases it finds, e.g. 'i8|tf32'")
     parser.add_argument("--pattern", action="store_true", help="A and B as 0.01 (i % 7), not random")
     parser.add_argument("--clocks", action="store_true", help="nvidia-smi's clock and power after each case")
@@ -216,7 +245,7 @@ def main() -> None:
     import cupy
 
     blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * BLOCKS_PER_SM
-    anchors = anchor_kernels(CASES) if args.anchor else {}
+    anchors = anchor_kernels(CASES, args.fence) if args.anchor else {}
     print(f"{'case':28s} kind  " + " ".join(f"{v:>8s}" for v in versions)
           + "  ratio | last round's best / median / back to back, TFLOP/s")
     for case in CASES:
@@ -229,7 +258,7 @@ def main() -> None:
         c = operand(cupy, pc, 2 * m * ldc + 2 * n * ldc, False)
         flops = 2 * m * n * k * REPEATS * blocks
         for kind, (name, _) in KERNELS.items():
-            kernels = {v: blasdx.compile_kernel(render(desc, t, kind), name) for v, t in versions.items()}
+            kernels = {v: blasdx.compile_kernel(render(desc, t, kind, args.fence), name) for v, t in versions.items()}
             rates: dict[str, list[float]] = {v: [] for v in versions}
             last: dict[str, tuple[float, float, float]] = {}
             arguments = (a, b, c, np.int32(REPEATS))
