@@ -35,6 +35,10 @@ CASES = [  # m, n, k, arrangement, complex
     (4096, 4096, 4096, "rcr", False), (4096, 4096, 4096, "rrr", False), (4096, 4096, 4096, "ccc", False),
     (2048, 2048, 2048, "rcr", False), (4000, 3000, 1000, "rcr", False), (1000, 1000, 4096, "rcr", False),
     (3001, 2999, 997, "rrr", False), (2048, 2048, 2048, "rcr", True),
+    # the other arrangements, and row-major A and B (where two blocks paid) at more sizes
+    (4096, 4096, 4096, "crr", False), (4096, 4096, 4096, "rrc", False), (4096, 4096, 4096, "crc", False),
+    (2048, 2048, 2048, "rrr", False), (4000, 3000, 1000, "rrr", False), (1000, 1000, 4096, "rrr", False),
+    (8192, 8192, 8192, "rrr", False), (2048, 2048, 2048, "rrr", True), (2048, 2048, 2048, "ccc", True),
 ]
 REPEATS = 10  # timed launches a measurement (median)
 LAUNCH_BOUNDS = "__launch_bounds__({{ block_threads }}, {{ blocks_per_sm }})"

@@ -189,7 +189,8 @@ def test_fma_tiles_stage_c_in_shared_memory_for_hooks_column_major_and_complex_c
     assert not f32.plan.stages_c(epilogue_hooks=False) and f32.plan.stages_c(epilogue_hooks=True)
     col_major_c = f32.replace(arrangement_of("rcc"))
     assert col_major_c.plan.stages_c(epilogue_hooks=False)
-    assert (f32 + Type("complex")).plan.stages_c(epilogue_hooks=False)
+    assert (f32 + Type("complex") + Stages(4)).plan.stages_c(epilogue_hooks=False)
+    assert not (f32 + Type("complex")).plan.stages_c(epilogue_hooks=False)  # two blocks' three stages: too small
     assert not grid().plan.stages_c(epilogue_hooks=True)
     fused = blasdx.pipeline.fusion(f32, None, "gelu", None, None, None, None, True)
     assert "store_block_tile_staged(acc" in blasdx.pipeline.kernel_source(f32.plan, fused)
@@ -198,6 +199,34 @@ def test_fma_tiles_stage_c_in_shared_memory_for_hooks_column_major_and_complex_c
     epilogue = next(line for line in f32.explain().splitlines() if line.startswith("epilogue"))
     assert "no shared memory" in epilogue and "with hooks or a bias, the accumulators staged" in epilogue
     assert "epilogue: the accumulators staged" in col_major_c.explain()
+
+
+def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
+    """Where it measured faster (benchmarks/ablate_grid_blocks.py): float32 FMA tiles with
+    row-major B, or complex ones, ask ptxas for two blocks an SM and take at most three stages;
+    column-major B, fewer tiles than an H100 has SMs, or stages that do not fit twice keep one."""
+    def plan(arrangement, size=(4096, 4096, 4096), *more):
+        desc = Size(*size) + Precision("float32") + arrangement_of(arrangement) + SM(900) + Grid()
+        for op in more:
+            desc = desc + op
+        return desc.plan
+
+    for arrangement in ("rrr", "crr", "rrc", "crc"):
+        two = plan(arrangement)
+        assert (two.blocks_per_sm, two.stages) == (2, 3), arrangement
+        assert "__launch_bounds__(256, 2)" in blasdx.pipeline.kernel_source(two)
+    for arrangement in ("rcr", "ccc"):
+        one = plan(arrangement)
+        assert (one.blocks_per_sm, one.stages) == (1, 4), arrangement
+        assert "__launch_bounds__(256, 1)" in blasdx.pipeline.kernel_source(one)
+    assert plan("rcr", (2048, 2048, 2048), Type("complex")).blocks_per_sm == 2
+    assert plan("rrr", (1000, 1000, 4096)).blocks_per_sm == 1  # 128 tiles of 64x128
+    assert plan("rrr", (4096, 4096, 4096), Stages(4)).blocks_per_sm == 1  # four stages do not fit twice
+    assert plan("rrr", (4096, 4096, 4096), Stages(2)).blocks_per_sm == 2
+    rrr = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
+    assert "two blocks share an SM (FMA tiles with row-major B" in rrr.explain()
+    assert "two blocks share an SM" not in (Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900)
+                                            + Grid()).explain()
 
 
 @pytest.mark.parametrize("arrangement", ["rrr", "ccr", "crc", "crr"])

@@ -171,7 +171,9 @@ def _copies_line(p: GridPlan) -> str:
     cp_async = (f"A {width(p.tile.a)} and B {width(p.tile.b)} (cp.async where 4 bytes or more), from leading "
                 f"dimensions {p.a.ld} and {p.b.ld}")
     if not p.tma:
-        return f"copies on 16-byte aligned arrays: {cp_async}"
+        sharing = ("; two blocks share an SM (FMA tiles with row-major B or complex values: ptxas gets half the "
+                   "registers, the copies of one block run while the other computes)") if p.blocks_per_sm == 2 else ""
+        return f"copies on 16-byte aligned arrays: {cp_async}{sharing}"
     a, b = p.tma_operand("a"), p.tma_operand("b")
     sharing = "; two blocks share an SM, one's epilogue running while the other multiplies" if p.blocks_per_sm == 2 else ""
     if p.cluster:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 # Stages the planner suggests at most: 4 x 48 KiB of 256x128x64 float16 tiles fill an SM's
 # shared memory for one block (benchmarks/grid_gemm.py measures 2 to 6; 3 lose everywhere).
 MAX_SUGGESTED_STAGES = 4
+# ... and for FMA tiles on two blocks an SM (fma_blocks_share_sm): complex 2048^3 RRR with 4 stages
+# read 0.44x torch.matmul, with 3 0.54x (float32 RRR 4096^3: 3 stages 0.76x, 2 stages 0.75x).
+MAX_SUGGESTED_STAGES_TWO_BLOCKS = 3
 # Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
 # running at once share rows of A and columns of B in L2.
 GROUP_M = 8
@@ -128,11 +131,15 @@ class GridPlan:
 
     @property
     def blocks_per_sm(self) -> int:
-        """Blocks of the TMA kernel an SM runs at once: two where their stages fit in its shared
-        memory twice and half the register file leaves the threads their accumulators and some
-        (one block's epilogue then runs while the other multiplies); else one. 1 without TMA."""
+        """Blocks of the kernel an SM runs at once (its launch bounds ask ptxas for them). TMA: two
+        where their stages fit in its shared memory twice and half the register file leaves the
+        threads their accumulators and some (one block's epilogue then runs while the other
+        multiplies); else one. cp.async: two where ``fma_blocks_share_sm`` and their stages fit
+        twice; else one."""
         if not self.tma:
-            return 1
+            per_block = self.kernel_shared_memory_size + BLOCK_RESERVED_SHARED
+            fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
+            return 2 if fits and fma_blocks_share_sm(self.tile, self.b.layout, self.is_complex, self.tiles) else 1
         per_block = self.kernel_shared_memory_size + TMA_STATIC_SHARED + BLOCK_RESERVED_SHARED
         accumulators = self.tile.accumulator_size * self.accumulator_bytes // 4
         fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
@@ -267,9 +274,26 @@ class GridPlan:
                 f"_s{self.stages}_t{self.threads}_{self.digest}")
 
 
-def suggested_stages(stage_bytes: int, k_tiles: int, sm: int) -> int:
-    """MAX_SUGGESTED_STAGES, fewer where the K loop is shorter or shared memory smaller; at least 2."""
-    return max(2, min(MAX_SUGGESTED_STAGES, k_tiles, shared_memory_limit(sm) // stage_bytes))
+def suggested_stages(stage_bytes: int, k_tiles: int, sm: int, blocks_per_sm: int = 1) -> int:
+    """MAX_SUGGESTED_STAGES, fewer where the K loop is shorter or the shared memory of each of
+    ``blocks_per_sm`` blocks smaller; at least 2."""
+    per_block = (shared_memory_limit(sm) + BLOCK_RESERVED_SHARED) // blocks_per_sm - BLOCK_RESERVED_SHARED
+    return max(2, min(MAX_SUGGESTED_STAGES, k_tiles, per_block // stage_bytes))
+
+
+def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: int) -> bool:
+    """Whether the cp.async grid kernel of an FMA tile of float32 values (real or complex) asks
+    for two blocks an SM (its launch bounds halve the registers; ptxas spills a little): where B
+    is row-major or the values complex, and C has a tile for each of an H100's 132 SMs at least
+    (2 * GRID_MIN_TILES; split-K's problems have fewer). benchmarks/ablate_grid_blocks.py, H100,
+    ratio to torch.matmul with one block / two blocks of three stages: float32 RRR 4096^3 0.70 /
+    0.76, 8192^3 0.71 / 0.77, 2048^3 0.70 / 0.76, 4000x3000x1000 0.68 / 0.75, 3001x2999x997 0.63 /
+    0.69, CRR 0.75 / 0.77, RRC 0.78 / 0.79, CRC 0.78 / 0.84; complex 2048^3 RRR 0.49 / 0.54, CCC
+    0.48 / 0.54, RCR 0.40 / 0.44. Column-major B loses (RCR 0.79 / 0.70, CCC 0.75 / 0.73), and
+    so do fewer tiles (1000x1000x4096 RRR, 128 tiles of 64x128: 0.61 / 0.54)."""
+    float32 = all(x.precision == "float32" for x in (tile.a, tile.b, tile.c))
+    return (not tile.instruction.is_mma and float32 and tiles >= 2 * GRID_MIN_TILES
+            and (is_complex or b_layout == "row_major"))
 
 
 def make_grid_plan(desc: Descriptor) -> GridPlan:
@@ -296,9 +320,12 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
         raise UnsupportedError(
             f"C of {desc.size.m} x {desc.size.n} has {tiles} tiles of {block.m}x{block.n}, 2**31 or more (the "
             f"kernel counts tiles in an int); split the problem, or use a larger Tile")
+    split_k = tiles < GRID_MIN_TILES and k_tiles >= 2 * MIN_SPLIT_K_TILES
+    if given is None and fma_blocks_share_sm(tile, problem["b"].layout, desc.is_complex, tiles):
+        stages = min(MAX_SUGGESTED_STAGES_TWO_BLOCKS, suggested_stages(stage_bytes, k_tiles, desc.sm, blocks_per_sm=2))
     return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
-                    split_k=tiles < GRID_MIN_TILES and k_tiles >= 2 * MIN_SPLIT_K_TILES)
+                    split_k=split_k)
 
 
 @lru_cache(maxsize=1024)
