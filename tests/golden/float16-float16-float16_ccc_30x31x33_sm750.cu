@@ -201,7 +201,8 @@ __device__ __forceinline__ void ldmatrix_x2(unsigned& r0, unsigned& r1, const vo
 #endif
 }
 
-// Lane l addresses row (l % 8) of block (l / 8): blocks are (rows 0-7 | 8-15) x (k 0-7 | 8-15).
+// Lane l addresses row (l % 8) of block (l / 8): blocks are (rows 0-7 | 8-15) x (the first and the
+// second ldmatrix_elements of k).
 __device__ __forceinline__ void ldmatrix_a(frag_t (&f)[a_regs], const a_t* sa, int r0, int k0, int lane) {
   const int r = r0 + ((lane >> 3) & 1) * 8, c = k0 + (lane & 7) + (lane >> 4) * 8;  // columns of A
   ldmatrix_x4<true>(f[0], f[1], f[2], f[3], sa + a_index(r, c));
