@@ -223,6 +223,8 @@ def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
     assert plan("rrr", (1000, 1000, 4096)).blocks_per_sm == 1  # 128 tiles of 64x128
     assert plan("rrr", (4096, 4096, 4096), Stages(4)).blocks_per_sm == 1  # four stages do not fit twice
     assert plan("rrr", (4096, 4096, 4096), Stages(2)).blocks_per_sm == 2
+    sm80 = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(800) + Grid()
+    assert sm80.plan.blocks_per_sm == 1  # measured on an H100 only
     rrr = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
     assert "two blocks share an SM (FMA tiles with row-major B" in rrr.explain()
     assert "two blocks share an SM" not in (Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900)

@@ -283,16 +283,17 @@ def suggested_stages(stage_bytes: int, k_tiles: int, sm: int, blocks_per_sm: int
 
 def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: int) -> bool:
     """Whether the cp.async grid kernel of an FMA tile of float32 values (real or complex) asks
-    for two blocks an SM (its launch bounds halve the registers; ptxas spills a little): where B
-    is row-major or the values complex, and C has a tile for each of an H100's 132 SMs at least
-    (2 * GRID_MIN_TILES; split-K's problems have fewer). benchmarks/ablate_grid_blocks.py, H100,
-    ratio to torch.matmul with one block / two blocks of three stages: float32 RRR 4096^3 0.70 /
-    0.76, 8192^3 0.71 / 0.77, 2048^3 0.70 / 0.76, 4000x3000x1000 0.68 / 0.75, 3001x2999x997 0.63 /
-    0.69, CRR 0.75 / 0.77, RRC 0.78 / 0.79, CRC 0.78 / 0.84; complex 2048^3 RRR 0.49 / 0.54, CCC
-    0.48 / 0.54, RCR 0.40 / 0.44. Column-major B loses (RCR 0.79 / 0.70, CCC 0.75 / 0.73), and
-    so do fewer tiles (1000x1000x4096 RRR, 128 tiles of 64x128: 0.61 / 0.54)."""
+    for two blocks an SM (its launch bounds halve the registers; ptxas spills a little): on SM 900
+    (where it was measured), where B is row-major or the values complex, and C has a tile for each
+    of an H100's 132 SMs at least (2 * GRID_MIN_TILES; split-K's problems have fewer).
+    benchmarks/ablate_grid_blocks.py, H100, ratio to torch.matmul with one block / two blocks of
+    three stages: float32 RRR 4096^3 0.70 / 0.76, 8192^3 0.71 / 0.77, 2048^3 0.70 / 0.76,
+    4000x3000x1000 0.68 / 0.75, 3001x2999x997 0.63 / 0.69, CRR 0.75 / 0.77, RRC 0.78 / 0.79, CRC
+    0.78 / 0.84; complex 2048^3 RRR 0.49 / 0.54, CCC 0.48 / 0.54, RCR 0.40 / 0.44. Column-major B
+    loses (RCR 0.79 / 0.70, CCC 0.75 / 0.73), and so do fewer tiles (1000x1000x4096 RRR, 128
+    tiles of 64x128: 0.61 / 0.54)."""
     float32 = all(x.precision == "float32" for x in (tile.a, tile.b, tile.c))
-    return (not tile.instruction.is_mma and float32 and tiles >= 2 * GRID_MIN_TILES
+    return (tile.sm >= 900 and not tile.instruction.is_mma and float32 and tiles >= 2 * GRID_MIN_TILES
             and (is_complex or b_layout == "row_major"))
 
 
