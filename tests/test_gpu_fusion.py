@@ -148,6 +148,28 @@ def test_bias_calls_after_the_first_take_the_bound_launch(shape):
         desc.execute(a.array, b.array, c.array, bias=inside_c, epilogue="relu")
 
 
+@pytest.mark.parametrize("shape, alike", [("n", True), ("b1n", True), ("11", True), ("m1", False), ("bmn", False)])
+def test_a_bias_alike_on_every_row_runs_the_kernel_that_reads_it_by_column(shape, alike):
+    """Where the bias's row stride is 0, execute() binds the kernel that reads the bias by
+    column alone (Fusion.bias_rows_alike), and it computes the same GEMM."""
+    import dataclasses
+
+    import cupy
+
+    blasdx.pipeline.clear_caches()
+    desc = describe("float16", "float16", "float32", size=(32, 32, 32))
+    batch, (m, n, _) = 3, desc.size
+    a, b, c = operands(desc, batch=batch, seed=5)
+    dims = {"b": batch, "m": m, "n": n, "1": 1}
+    host = np.random.default_rng(6).standard_normal([dims[ch] for ch in shape]).astype(np.float32)
+    desc.execute(a.array, b.array, c.array, bias=cupy.asarray(host), epilogue="relu")
+    assert relative_error(c.result(), np.maximum(np.matmul(a.values, b.values) + host, 0)) < bound(desc)
+    general = blasdx.pipeline.fusion(desc, None, "relu", None, None, None, None, True)
+    by_column = dataclasses.replace(general, bias_rows_alike=True).digest
+    names = [launch.kernel.kernel_name for launch in blasdx.pipeline.BOUND_LAUNCHES.values()]
+    assert len(names) == 1 and names[0].endswith(f"_f{by_column if alike else general.digest}"), names
+
+
 @pytest.mark.parametrize("arrangement", [("row_major",) * 3, ("col_major", "row_major", "col_major"),
                                          ("row_major", "row_major", "col_major")], ids=["rrr", "crc", "rrc"])
 def test_bias_and_epilogue_on_float_micro_tiles(arrangement):

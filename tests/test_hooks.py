@@ -43,6 +43,31 @@ def test_hooks_change_the_kernel_name_and_source():
     assert "(x > T(0) ? x : T(0))" in kernel_source(F16.plan, relu)
 
 
+def test_a_bias_alike_on_every_row_is_read_by_column():
+    """A bias of one row broadcast down C (row stride 0: shapes (n,), (1, n), (batch, 1, n), a
+    single value) makes a kernel of its own that reads it by column alone; any other bias keeps
+    the general read. Both compile, for the batched and the grid kernel."""
+    from dataclasses import replace
+
+    from blasdx.pipeline import fusion_for_bias
+    from blasdx.runtime.arguments import BiasView
+
+    general = fusion_for(F16, epilogue="gelu", has_bias=True)
+    for strides, alike in (((0, 0, 1), True), ((32, 0, 1), True), ((0, 0, 0), True), ((0, 1, 0), False),
+                           ((1024, 32, 1), False)):
+        fusion = fusion_for_bias(general, BiasView(ptr=0, strides=strides, span_bytes=0, keepalive=None))
+        assert fusion.bias_rows_alike is alike and (fusion is general) is not alike, strides
+    assert fusion_for_bias(general, None) is general
+    rows_alike = replace(general, bias_rows_alike=True)
+    assert rows_alike.digest != general.digest and hash(rows_alike) != hash(general)
+    grid = Size(300, 260, 200) + Precision("float16", "float16", "float32") + SM(900) + blasdx.Grid()
+    for plan in (F16.plan, grid.plan):
+        source = kernel_source(plan, rows_alike)
+        assert "load_read_only(bias + col * col_stride)" in source and "row * row_stride" not in source
+        assert "row * row_stride + col * col_stride" in kernel_source(plan, general)
+        assert compile_for_arch(plan, 900, rows_alike).kernel_name.endswith(rows_alike.digest)
+
+
 def test_execute_resolves_its_hooks_once_per_plan():
     """execute()'s hook arguments are resolved to a Fusion once (each call's resolving cost more
     host time than the rest of a fused call): the same arguments give the same Fusion, equal to

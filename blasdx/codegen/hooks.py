@@ -137,6 +137,10 @@ class Fusion:
     c_load: Hook = IDENTITY
     c_store: Hook = IDENTITY
     bias: bool = False  # a bias array broadcast to C is added before c_store
+    # The bias is the same on every row of C (a row of n values broadcast down C, the common
+    # bias): the kernel then reads it by column alone, so a thread's rows share their loads.
+    # execute() sets it from the bias's strides; the bias view's row stride is 0 then.
+    bias_rows_alike: bool = False
 
     @property
     def is_identity(self) -> bool:
@@ -149,14 +153,14 @@ class Fusion:
 
     @cached_property
     def _hash(self) -> int:
-        return hash((*(hook for _, hook in self.slots), self.bias))
+        return hash((*(hook for _, hook in self.slots), self.bias, self.bias_rows_alike))
 
     def __hash__(self) -> int:  # computed once: fusions key the per-call launch caches
         return self._hash
 
     @property
     def digest(self) -> str:
-        parts = tuple(hook.expression for _, hook in self.slots) + (self.bias,)
+        parts = tuple(hook.expression for _, hook in self.slots) + (self.bias,) + (("rows alike",) if self.bias_rows_alike else ())
         return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
 
     @property
@@ -199,4 +203,5 @@ def make_fusion(*, prologue, epilogue, a_load, b_load, c_load, c_store, has_bias
                 f"can see their values; transform the data before packing, or hook c_load/c_store"
             )
         check_hook(hook, slot, value_precision[slot], is_complex)
-    return Fusion(**hooks, bias=has_bias)
+    return Fusion(a_load=hooks["a_load"], b_load=hooks["b_load"], c_load=hooks["c_load"], c_store=hooks["c_store"],
+                  bias=has_bias)

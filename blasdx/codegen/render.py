@@ -247,7 +247,8 @@ def _fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = Fal
              for slot, hook in fusion.slots]
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
                   for p in kernel_parameters(fusion.bias, grid, tma)]
-    return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias}
+    return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
+            "bias_rows_alike": fusion.bias_rows_alike}
 
 
 def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
