@@ -13,7 +13,7 @@ def main() -> None:
     gemm = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "row_major", "row_major") \
         + SM(800) + Block()
     if not GPU:
-        gemm.compile(arch=900, epilogue="relu", bias=True)
+        gemm.compile(arch=900, epilogue="relu", bias="row")  # the kernel of a bias of one row
         return skip_run("GEMM + bias + ReLU")
     import cupy
 

@@ -45,7 +45,7 @@ def main() -> None:
     print(gemm.explain().splitlines()[2])  # the tiles
     fused = gemm.replace(Precision("float16"))  # float16 C for gelu(A @ B + bias)
     if not GPU:
-        fused.compile(arch=900, epilogue="gelu", bias=True)
+        fused.compile(arch=900, epilogue="gelu", bias="row")  # the kernel of a bias of one row
         blasdx.compile_kernel(gemm.device_source("g") + KERNEL, "relu_column_sums", sm=target_sm())
         return skip_run("grid-level GEMM")
     import cupy

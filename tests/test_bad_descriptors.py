@@ -131,7 +131,10 @@ CASES = [
     ("arch as compute capability", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=90), UnsupportedError,
      r"got 90 \(did you mean arch=900\?\)"),
     ("compile with a bias array", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=900, bias=np.zeros(8)),
-     ArgumentError, r"compile\(bias=\.\.\.\) says whether the kernel adds a bias: True or False, got ndarray"),
+     ArgumentError, r"compile\(bias=\.\.\.\) says which bias the kernel adds: False, True \(any shape\) or 'row' "
+                    r"\(one row broadcast down C\), got ndarray; the bias array itself goes to execute\(bias=\.\.\.\)"),
+    ("compile with a bias name", lambda: (Size(8, 8, 8) + SM(900) + Block()).compile(arch=900, bias="column"),
+     ArgumentError, r"False, True \(any shape\) or 'row' \(one row broadcast down C\), got 'column'"),
     # 11. incomplete descriptors
     ("trait without size", lambda: (Precision("float16") + SM(900)).size, IncompleteDescriptorError,
      r"size needs the Size operator, which this descriptor lacks; add it, for example \+ Size\(64, 64, 64\)"),

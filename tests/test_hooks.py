@@ -46,7 +46,8 @@ def test_hooks_change_the_kernel_name_and_source():
 def test_a_bias_alike_on_every_row_is_read_by_column():
     """A bias of one row broadcast down C (row stride 0: shapes (n,), (1, n), (batch, 1, n), a
     single value) makes a kernel of its own that reads it by column alone; any other bias keeps
-    the general read. Both compile, for the batched and the grid kernel."""
+    the general read. Both compile, for the batched and the grid kernel, and compile(bias=...)
+    names either."""
     from dataclasses import replace
 
     from blasdx.pipeline import fusion_for_bias
@@ -66,6 +67,9 @@ def test_a_bias_alike_on_every_row_is_read_by_column():
         assert "load_read_only(bias + col * col_stride)" in source and "row * row_stride" not in source
         assert "row * row_stride + col * col_stride" in kernel_source(plan, general)
         assert compile_for_arch(plan, 900, rows_alike).kernel_name.endswith(rows_alike.digest)
+    # compile(bias=...) selects either kernel ahead of execute()
+    assert F16.compile(arch=900, epilogue="gelu", bias="row").kernel_name.endswith(rows_alike.digest)
+    assert F16.compile(arch=900, epilogue="gelu", bias=True).kernel_name.endswith(general.digest)
 
 
 def test_execute_resolves_its_hooks_once_per_plan():

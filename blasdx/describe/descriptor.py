@@ -12,6 +12,7 @@ reaches downstream (the documented seam of the layering; tests/test_layering.py)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -454,14 +455,20 @@ class Descriptor:
 
     def compile(self, arch: int | None = None, *, prologue: Any = None, epilogue: Any = None,
                 a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
-                bias: bool = False) -> CompiledKernel | Kernel:
+                bias: bool | str = False) -> CompiledKernel | Kernel:
         """With ``arch``: compile for that SM (no GPU needed) and return the compiled
         artifact. Without: return the launchable kernel for the current device. The hooks
-        (and ``bias=True``) select the fused kernel that execute() with them would run."""
-        if not isinstance(bias, bool):
-            raise ArgumentError(f"compile(bias=...) says whether the kernel adds a bias: True or False, got "
-                                f"{type(bias).__name__}; the bias array itself goes to execute(bias=...)")
-        fusion = _pipeline().fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias)
+        (and ``bias``) select the fused kernel that execute() with them would run: ``bias=True``
+        a bias of any shape, ``bias="row"`` one row of n values broadcast down C (shape (n,),
+        (1, n) or (batch, 1, n), or a single value), which execute() reads by column alone."""
+        if not (isinstance(bias, bool) or isinstance(bias, str) and bias == "row"):
+            got = repr(bias) if isinstance(bias, str) else type(bias).__name__
+            raise ArgumentError(f"compile(bias=...) says which bias the kernel adds: False, True (any shape) or "
+                                f"'row' (one row broadcast down C), got {got}; the bias array itself goes to "
+                                f"execute(bias=...)")
+        fusion = _pipeline().fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias is not False)
+        if bias == "row":
+            fusion = dataclasses.replace(fusion, bias_rows_alike=True)
         if arch is not None:
             return _pipeline().compile_for_arch(self.plan, arch, fusion)
         return _pipeline().kernel(self.plan, fusion)
