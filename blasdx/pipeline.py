@@ -16,7 +16,6 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -29,8 +28,8 @@ from .compiler import (
     CompiledKernel,
     check_arch,
     compile_source,
+    entry_resources,
     header_identity,
-    kernel_resources,
     nvrtc_version,
     options_for,
     supported_archs,
@@ -183,7 +182,7 @@ def compile_for_arch(block: GemmPlan | GridPlan, arch: int, fusion: Fusion | Non
     compiled = CompiledKernel(cubin=entry.cubin, kernel_name=name, arch=arch,
                               shared_memory_size=kernel.kernel_shared_memory_size,
                               block_dim=block.block_dim, options=options_for(arch),
-                              resources=kernel_resources(entry.metadata.get("log", ""), name))
+                              resources=entry_resources(entry, name))
     if cache is None:
         _compiled[memo_key] = compiled
     return compiled
@@ -252,7 +251,7 @@ def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
     column alone (``Fusion.bias_rows_alike``; an H100, gelu + bias at 4096^3 float16: 3% faster)."""
     if bias is None or bias.strides[1] != 0:
         return fusion
-    return replace(fusion, bias_rows_alike=True)
+    return fusion.reading_bias_by_column()
 
 
 def execute(block: GemmPlan | GridPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,

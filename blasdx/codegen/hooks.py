@@ -15,7 +15,7 @@ import hashlib
 import math
 import numbers
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ..describe.precision import PRECISIONS
@@ -141,6 +141,10 @@ class Fusion:
     # bias): the kernel then reads it by column alone, so a thread's rows share their loads.
     # execute() sets it from the bias's strides; the bias view's row stride is 0 then.
     bias_rows_alike: bool = False
+
+    def reading_bias_by_column(self) -> Fusion:
+        """This fusion for a bias alike on every row of C (see bias_rows_alike)."""
+        return replace(self, bias_rows_alike=True)
 
     @property
     def is_identity(self) -> bool:

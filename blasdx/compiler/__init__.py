@@ -11,6 +11,7 @@ from .nvrtc import (
     KernelResources,
     check_arch,
     compile_source,
+    entry_resources,
     header_identity,
     include_dirs,
     kernel_resources,
@@ -23,5 +24,5 @@ from .nvrtc import (
 arch.nvrtc_targets = known_targets  # SM() refuses what this NVRTC cannot compile for
 
 __all__ = ["DEFAULT_CACHE", "Entry", "KernelCache", "make_key", "CompiledKernel", "KernelResources", "check_arch",
-           "compile_source", "header_identity", "include_dirs", "kernel_resources", "nvrtc_version", "options_for",
-           "supported_archs"]
+           "compile_source", "entry_resources", "header_identity", "include_dirs", "kernel_resources",
+           "nvrtc_version", "options_for", "supported_archs"]

@@ -65,6 +65,11 @@ def kernel_resources(log: str, name: str) -> KernelResources | None:
     return None
 
 
+def entry_resources(entry: Entry, name: str) -> KernelResources | None:
+    """Kernel ``name``'s resources from the compile log that compile_source keeps with a cubin."""
+    return kernel_resources(entry.metadata.get("log", ""), name)
+
+
 @dataclass(frozen=True)
 class CompiledKernel:
     """A cubin for one architecture and what is needed to launch its kernel; ``resources``

@@ -12,7 +12,6 @@ reaches downstream (the documented seam of the layering; tests/test_layering.py)
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -468,7 +467,7 @@ class Descriptor:
                                 f"execute(bias=...)")
         fusion = _pipeline().fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias is not False)
         if bias == "row":
-            fusion = dataclasses.replace(fusion, bias_rows_alike=True)
+            fusion = fusion.reading_bias_by_column()
         if arch is not None:
             return _pipeline().compile_for_arch(self.plan, arch, fusion)
         return _pipeline().kernel(self.plan, fusion)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from ..compiler import Entry, check_arch, compile_source, kernel_resources
+from ..compiler import Entry, check_arch, compile_source, entry_resources
 from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from .device import (
     CU_FUNC_ATTRIBUTE_NUM_REGS,
@@ -41,7 +41,7 @@ class UserKernel:
         entry = self._compile(sm)
         self.cubin = entry.cubin
         # registers, stack frame and spills a thread, as ptxas reported them for ``sm``
-        self.resources = kernel_resources(entry.metadata.get("log", ""), name)
+        self.resources = entry_resources(entry, name)
         self._functions: dict[int, tuple[Any, Any, list[int]]] = {}  # device -> (module, fn, [limit])
         self._lock = threading.Lock()
 
