@@ -231,6 +231,23 @@ def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
                                             + Grid()).explain()
 
 
+def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():
+    """The vector FMA loop of a Grid() tile is software-pipelined where A is row-major and its
+    block has the SM's registers (measured faster); column-major A measured slower, two blocks an
+    SM (128 registers) spilled the second buffer, and block GEMMs (short K loops, many blocks an
+    SM) keep the plain loop."""
+    pipelined = "av[now ^ 1]"
+    one = Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900) + Grid()
+    two = one.replace(arrangement_of("rrr"))
+    assert one.plan.fma_pipelined and pipelined in blasdx.pipeline.kernel_source(one.plan) and pipelined in one.source
+    assert not two.plan.fma_pipelined and pipelined not in blasdx.pipeline.kernel_source(two.plan)
+    assert not one.replace(arrangement_of("ccc")).plan.fma_pipelined
+    assert one.replace(arrangement_of("rcc")).plan.fma_pipelined
+    block = Size(64, 64, 64) + Precision("float32") + RCR + SM(900) + Block()
+    assert block.plan.fma_vector_loads and pipelined not in block.source
+    assert pipelined not in (one + Type("complex")).source  # complex values take the scalar loop
+
+
 @pytest.mark.parametrize("arrangement", ["rrr", "ccr", "crc", "crr"])
 def test_float64_grid_tiles_elsewhere_take_k_16_and_a_warp_per_64x32(arrangement):
     """Fewer registers where A or B runs along m or n (512 threads' 128 registers spilled)."""

@@ -94,8 +94,9 @@ def _matrix_context(x: MatrixPlan, use_cp_async: bool, own_kernel: bool = False)
     return ctx
 
 
-def _context(plan: GemmPlan, name: str, own_kernel: bool = False) -> dict:
-    """The block GEMM's template context: the plan's values, spelled for C++."""
+def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined: bool = False) -> dict:
+    """The block GEMM's template context: the plan's values, spelled for C++; ``fma_pipelined``:
+    the vector FMA loop loads the next steps' values while it multiplies (GridPlan.fma_pipelined)."""
     instr = plan.instruction
     ctx = {
         "name": name,
@@ -119,6 +120,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False) -> dict:
         "ldmatrix": False,  # set with the fragment instruction below
         "packed": instr.packed,
         "fma_vector": plan.fma_vector_loads,
+        "fma_pipelined": fma_pipelined and plan.fma_vector_loads,
         "fma_pairs": plan.fma_thread_pairs,
         "c_in_registers": plan.c_in_registers,
         "c_vector": plan.c_vector,
@@ -175,11 +177,11 @@ def render_common() -> str:
     return _template("common.cuh.j2").render()
 
 
-def render_block(plan: GemmPlan, name: str, own_kernel: bool = False) -> str:
+def render_block(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined: bool = False) -> str:
     """The block GEMM of ``plan`` in namespace ``name`` (without the common helpers);
     ``own_kernel``: for a kernel blasdx launches (see _matrix_context)."""
     check_namespace(name)
-    return _template("gemm.cuh.j2").render(**_context(plan, name, own_kernel))
+    return _template("gemm.cuh.j2").render(**_context(plan, name, own_kernel, fma_pipelined))
 
 
 def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
@@ -199,7 +201,7 @@ def render_grid_block(plan: GridPlan, name: str, own_kernel: bool = False) -> st
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
         swizzled=tile.a.swizzle > 0, overlapped=_overlapped(plan), split_k=plan.split_k,
         paired_store=tile.instruction.is_mma)
-    return render_block(tile, name, own_kernel) + "\n" + grid
+    return render_block(tile, name, own_kernel, plan.fma_pipelined) + "\n" + grid
 
 
 def _overlapped(plan: GridPlan) -> bool:

@@ -165,6 +165,15 @@ __device__ __forceinline__ void load_b4(float (&bv)[kv][tile_n], const b_t* sb, 
 #pragma unroll
     for (int j = 0; j < tile_n; ++j) bv[q][j] = blasdx::apply_load(op, bv[q][j]);
 }
+// acc += the four steps of k in av and bv.
+__device__ __forceinline__ void fma_step(float (&acc)[tile_m][tile_n], const float (&av)[kv][tile_m], const float (&bv)[kv][tile_n]) {
+#pragma unroll
+  for (int q = 0; q < kv; ++q)
+#pragma unroll
+    for (int i = 0; i < tile_m; ++i)
+#pragma unroll
+      for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[q][i], bv[q][j], acc[i][j]);
+}
 
 constexpr int workers = threads, tile_threads = 1;
 using acc_value_t = acc_t;
@@ -218,12 +227,7 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
       float av[kv][tile_m], bv[kv][tile_n];
       load_a4(av, sa, m0, kk, a_load);
       load_b4(bv, sb, kk, n0, b_load);
-#pragma unroll
-      for (int q = 0; q < kv; ++q)
-#pragma unroll
-        for (int i = 0; i < tile_m; ++i)
-#pragma unroll
-          for (int j = 0; j < tile_n; ++j) acc[i][j] = blasdx::mul_add(av[q][i], bv[q][j], acc[i][j]);
+      fma_step(acc, av, bv);
     }
   }
   for (; kk < k; ++kk) {
