@@ -1,12 +1,15 @@
-"""Grid() kernels of this checkout's templates/ against an earlier copy of templates/, as ratios to
-torch.matmul, on PyTorch tensors of random data (CUDA events, median of 10 launches after warm-up).
+"""Grid() kernels of this checkout against an earlier version, as ratios to torch.matmul, on
+PyTorch tensors of random data (CUDA events, median of 10 launches after warm-up).
 
-A template change keeps the kernels' names, so each version runs in a process of its own
-(BLASDX_TEMPLATES_DIR, disk cache off), alternating for --rounds; each process times torch.matmul
-beside its kernels (before and after them; the faster counts) and checks every result against it.
-The templates must take this checkout's render context (see compare_templates.py).
+``--old`` is either a templates/ directory (this checkout's planner with those templates, which
+must take its render context: see compare_templates.py) or a tree holding an earlier blasdx/ and
+templates/ (both earlier: planner changes). A version's kernels may keep their names, so each
+version runs in a process of its own (BLASDX_TEMPLATES_DIR or PYTHONPATH, disk cache off),
+alternating for --rounds; each process times torch.matmul beside its kernels (before and after
+them; the faster counts) and checks every result against it.
 
-    git archive REV templates | tar -x -C .old          # the earlier templates in .old/templates
+    git archive REV templates | tar -x -C .old          # .old/templates: --old .old/templates
+    git archive REV blasdx templates | tar -x -C .old   # .old/blasdx too: --old .old
     python3 benchmarks/grid_ab.py --old .old/templates [--precision float32] [--rounds 3]
         [--cases "4096x4096x4096xrcr 8192x8192x8192xrcr"] [--epilogue gelu]
 
@@ -74,7 +77,7 @@ def measure(precision: str, cases: list[str], epilogue: str | None) -> list[floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old", required=True, help="the earlier templates/ directory")
+    parser.add_argument("--old", required=True, help="an earlier templates/ directory, or a tree with blasdx/ and templates/")
     parser.add_argument("--precision", default="float32")
     parser.add_argument("--cases", default=DEFAULT_CASES)
     parser.add_argument("--epilogue", default=None)
@@ -91,7 +94,9 @@ def main() -> None:
         for name, directory in versions.items():
             env = dict(os.environ, BLASDX_DISABLE_DISK_CACHE="1")
             env.pop("BLASDX_TEMPLATES_DIR", None)
-            if directory:
+            if directory and os.path.isdir(os.path.join(directory, "blasdx")):
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [directory, env.get("PYTHONPATH")]))
+            elif directory:
                 env["BLASDX_TEMPLATES_DIR"] = directory
             command = [sys.executable, __file__, "--old", args.old, "--precision", args.precision, "--cases", args.cases, "--child"]
             if args.epilogue:

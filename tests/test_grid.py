@@ -240,9 +240,12 @@ def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():
     one = Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900) + Grid()
     two = one.replace(arrangement_of("rrr"))
     assert one.plan.fma_pipelined and pipelined in blasdx.pipeline.kernel_source(one.plan) and pipelined in one.source
-    assert not two.plan.fma_pipelined and pipelined not in blasdx.pipeline.kernel_source(two.plan)
-    assert not one.replace(arrangement_of("ccc")).plan.fma_pipelined
+    assert "loads the next four steps of k from shared memory while it multiplies" in one.explain()
     assert one.replace(arrangement_of("rcc")).plan.fma_pipelined
+    assert not two.plan.fma_pipelined and pipelined not in blasdx.pipeline.kernel_source(two.plan)
+    ccc = one.replace(arrangement_of("ccc"))
+    assert not ccc.plan.fma_pipelined and "loads the next four steps" not in ccc.explain()
+    assert not (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()).plan.fma_pipelined
     block = Size(64, 64, 64) + Precision("float32") + RCR + SM(900) + Block()
     assert block.plan.fma_vector_loads and pipelined not in block.source
     assert pipelined not in (one + Type("complex")).source  # complex values take the scalar loop

@@ -120,7 +120,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "ldmatrix": False,  # set with the fragment instruction below
         "packed": instr.packed,
         "fma_vector": plan.fma_vector_loads,
-        "fma_pipelined": fma_pipelined and plan.fma_vector_loads,
+        "fma_pipelined": fma_pipelined,
         "fma_pairs": plan.fma_thread_pairs,
         "c_in_registers": plan.c_in_registers,
         "c_vector": plan.c_vector,

@@ -123,6 +123,9 @@ def explain_grid(desc: Descriptor) -> str:
                    f"{p.stages - 2} run")
     else:
         overlap = f"cp.async copies the next {p.stages - 1} K tiles while the block multiplies one"
+    if p.fma_pipelined:
+        overlap += ("; within a K tile each thread loads the next four steps of k from shared memory while it "
+                    "multiplies the current ones (FMA tiles with row-major A on one block an SM)")
     lines = [
         f"blasdx GEMM: {desc!r}",
         f"kernel: {launched.kernel_name} (grid-level: Size is the whole problem)",

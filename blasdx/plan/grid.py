@@ -155,8 +155,11 @@ class GridPlan:
         rounds, ratio to torch.matmul, median): float32 RCR 4096^3 0.785 -> 0.797x, 8192^3 0.777
         -> 0.807x, 1000x1000x4096 0.641 -> 0.719x, RCC 4096^3 0.749 -> 0.808x, gelu + bias 4096^3
         0.728 -> 0.797x; but CCC 4096^3 0.784 -> 0.765x, and on two blocks an SM (RRR, 128
-        registers) the second buffer spilled (0.763 -> 0.742x)."""
-        return self.blocks_per_sm == 1 and self.a.layout == "row_major"
+        registers) the second buffer spilled (0.763 -> 0.742x). One block pipelined against two
+        plain (fma_blocks_share_sm off for row-major A, two rounds, ``benchmarks/grid_ab.py``): RRR
+        4096^3 0.762 -> 0.772x, 8192^3 0.764 -> 0.787x, RRC 0.758 -> 0.782x, but 4000x3000x1000
+        0.754 -> 0.740x and 3001x2999x997 0.689 -> 0.664x: two blocks stay."""
+        return self.tile.fma_vector_loads and self.blocks_per_sm == 1 and self.a.layout == "row_major"
 
     @property
     def cluster(self) -> bool:
