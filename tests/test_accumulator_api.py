@@ -283,3 +283,20 @@ def test_execute_kernels_on_aligned_arrays_have_no_element_wise_fallback(spec, e
     ptx = ptx_of(source, plan.kernel_name, desc.sm)
     assert re.search(r"ldmatrix|ld\.shared\.v4\.f32", ptx)
     assert not re.search(element_load, ptx)
+
+
+@pytest.mark.parametrize("spec, element_store", [
+    ((("float32", "float32", "float32"), False, "rrr", (64, 64, 64), 900), r"st\.global\.f32"),  # FMA, 16-byte runs
+    ((("float64", "float64", "float64"), False, "rrr", (64, 64, 64), 900), r"st\.global\.f64"),  # mma, pairs
+    ((("float64", "float64", "float64"), False, "rrr", (32, 32, 32), 800), r"st\.global\.f64"),
+], ids=lambda x: x if isinstance(x, str) else _spec_id(x))
+def test_execute_kernels_write_c_from_registers_16_bytes_at_a_time(spec, element_store):
+    """The batched kernel writes C from registers in 16-byte pieces where the plan says so (an FMA
+    micro-tile's runs of four floats, an mma tile's pairs of doubles): NVVM had split both stores
+    into their elements (32 st.global.f32 a thread at 64^3 float32, 64 st.global.f64 at 64^3
+    float64), which blasdx::store_global keeps whole."""
+    desc = describe(*spec)
+    plan = with_alignment(desc.plan, (16,) * 3)
+    ptx = ptx_of(kernel_source(plan, fusion(desc, None, None, None, None, None, None, False)), plan.kernel_name, desc.sm)
+    assert "st.global.v4.b32" in ptx
+    assert not re.search(element_store, ptx)

@@ -406,6 +406,24 @@ __device__ __forceinline__ void copy_runs_shifted(const void* src, SrcLd src_ld,
   }
 }
 
+// *p = v in global memory as one store instruction of sizeof(T) bytes (16, 8 or 4; others as
+// written): NVVM splits some aggregate stores into their elements (a float4 of the FMA epilogue
+// went out as four st.global.f32, a pair of doubles as two st.global.f64).
+template <class T>
+__device__ __forceinline__ void store_global(T* p, const T& v) {
+  if constexpr (sizeof(T) == 16) {
+    uint4 u;
+    memcpy(&u, &v, sizeof(u));
+    asm volatile("st.global.v4.b32 [%0], { %1, %2, %3, %4 };" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w) : "memory");
+  } else if constexpr (sizeof(T) == 8) {
+    uint2 u;
+    memcpy(&u, &v, sizeof(u));
+    asm volatile("st.global.v2.b32 [%0], { %1, %2 };" ::"l"(p), "r"(u.x), "r"(u.y) : "memory");
+  } else {
+    *p = v;
+  }
+}
+
 // *p through the read-only data path (ld.global.nc), for data nothing writes while the kernel
 // runs (a bias): unlike a plain load, the compiler may move it ahead of earlier stores, so an
 // epilogue's loads need not each wait for the stores before them.
