@@ -242,6 +242,8 @@ def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():
     assert one.plan.fma_pipelined and pipelined in blasdx.pipeline.kernel_source(one.plan) and pipelined in one.source
     assert "loads the next four steps of k from shared memory while it multiplies" in one.explain()
     assert one.replace(arrangement_of("rcc")).plan.fma_pipelined
+    deep = one + Tile(64, 128, 128) + Stages(2)
+    assert deep.plan.tile.fma_vector_loads and not deep.plan.fma_pipelined  # unrolled 32 steps: the plain loop
     assert not two.plan.fma_pipelined and pipelined not in blasdx.pipeline.kernel_source(two.plan)
     ccc = one.replace(arrangement_of("ccc"))
     assert not ccc.plan.fma_pipelined and "loads the next four steps" not in ccc.explain()

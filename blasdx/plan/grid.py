@@ -33,6 +33,8 @@ MAX_SUGGESTED_STAGES = 4
 # ... and for FMA tiles on two blocks an SM (fma_blocks_share_sm): complex 2048^3 RRR with 4 stages
 # read 0.44x torch.matmul, with 3 0.54x (float32 RRR 4096^3: 3 stages 0.76x, 2 stages 0.75x).
 MAX_SUGGESTED_STAGES_TWO_BLOCKS = 3
+# The deepest tile whose FMA loop is pipelined (GridPlan.fma_pipelined): unrolled, 16 steps of four.
+MAX_PIPELINED_FMA_K = 64
 # Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
 # running at once share rows of A and columns of B in L2.
 GROUP_M = 8
@@ -158,8 +160,10 @@ class GridPlan:
         registers) the second buffer spilled (0.763 -> 0.742x). One block pipelined against two
         plain (fma_blocks_share_sm off for row-major A, two rounds, ``benchmarks/grid_ab.py``): RRR
         4096^3 0.762 -> 0.772x, 8192^3 0.764 -> 0.787x, RRC 0.758 -> 0.782x, but 4000x3000x1000
-        0.754 -> 0.740x and 3001x2999x997 0.689 -> 0.664x: two blocks stay."""
-        return self.tile.fma_vector_loads and self.blocks_per_sm == 1 and self.a.layout == "row_major"
+        0.754 -> 0.740x and 3001x2999x997 0.689 -> 0.664x: two blocks stay. The loop unrolls over
+        the tile's k: tiles deeper than MAX_PIPELINED_FMA_K keep the plain loop (compile time)."""
+        return (self.tile.fma_vector_loads and self.blocks_per_sm == 1 and self.a.layout == "row_major"
+                and self.tile.k <= MAX_PIPELINED_FMA_K)
 
     @property
     def cluster(self) -> bool:
