@@ -131,7 +131,7 @@ def test_grid_traits_on_a_block_descriptor_say_so():
     (("int8", "int8", "int32"), False, 800, (128, 128, 64), 256),
     (("int8", "int8", "int32"), False, 900, (256, 128, 128), 512),
     (("tfloat32", "tfloat32", "float32"), False, 900, (256, 128, 32), 512),
-    (("float64",) * 3, False, 900, (128, 128, 32), 512),
+    (("float64",) * 3, False, 900, (128, 128, 32), 256),
     (("float32",) * 3, False, 900, (128, 128, 64), 256),
     (("float32",) * 3, True, 900, (64, 64, 8), 256),
 ])
@@ -160,22 +160,36 @@ def test_float32_grid_tiles_take_8x8_micro_tiles_and_block_gemms_8x4():
         assert block.c_vector == (group_n == 4 or arrangement.endswith("c")), arrangement
 
 
-def test_float64_grid_tiles_take_a_warp_per_32x32_where_a_and_b_are_k_major():
-    for size, tile, threads in (((4096, 4096, 4096), (128, 128, 32), 512), ((1000, 1000, 4096), (64, 128, 32), 256),
-                                ((300, 200, 100), (64, 64, 32), 128)):
+def test_float64_grid_tiles_pipeline_a_warp_per_64x32_where_a_and_b_are_k_major():
+    """128 x 128 tiles: a warp per 64 x 32 (128 accumulators) whose K loop loads the next step's
+    fragments while it multiplies; smaller tiles keep a warp per 32 x 32 (more warps), and so do
+    the other arrangements and the block GEMMs."""
+    for size, tile, threads, warp_tile, pipelined in (
+            ((4096, 4096, 4096), (128, 128, 32), 256, (64, 32), True),
+            ((1000, 1000, 4096), (64, 128, 32), 256, (32, 32), False),
+            ((300, 200, 100), (64, 64, 32), 128, (32, 32), False)):
         desc = Size(*size) + Precision("float64") + RCR + SM(900) + Grid()
         assert (tuple(desc.tile), desc.block_dim.x) == (tile, threads)
-        assert (desc.plan.tile.tile_m, desc.plan.tile.tile_n) == (32, 32)  # one pass of a warp
-    assert (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(256)).block_dim.x == 256
+        assert (desc.plan.tile.tile_m, desc.plan.tile.tile_n) == warp_tile
+        assert desc.plan.tile.pipelined_fragments == pipelined
+        assert ("fa[now ^ 1]" in desc.source) == pipelined
+    assert desc.plan.tile.k_loop_unroll == "all"
+    assert "each warp loads the next step's fragments" in (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900)
+                                                           + Grid()).explain()
+    assert "each warp loads the next step's fragments" not in desc.explain()
+    assert (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(512)).block_dim.x == 512
+    rrr = Size(4096, 4096, 4096) + Precision("float64") + arrangement_of("rrr") + SM(900) + Grid()
+    assert not rrr.plan.tile.pipelined_fragments and "fa[now ^ 1]" not in rrr.source
+    assert not (Size(64, 64, 64) + Precision("float64") + RCR + SM(900) + Block()).plan.pipelined_fragments
 
 
 def test_the_k_loop_stays_rolled_where_two_steps_of_fragments_do_not_fit_in_registers():
     """128x128x32 float64 tiles on 512 threads (128 registers) spilled in the unrolled K loop;
     the batched kernels and block GEMMs with room keep theirs unrolled."""
-    wide = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()
+    wide = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(512)
     assert wide.block_dim.x == 512 and wide.plan.tile.k_loop_unroll == "none"
     assert "#pragma unroll 1\n  for (int k0" in wide.source
-    for desc in (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(256),
+    for desc in (Size(4096, 4096, 4096) + Precision("float64") + arrangement_of("rrr") + SM(900) + Grid(),
                  Size(48, 48, 48) + Precision("float64") + RCR + SM(900) + Block(),
                  Size(128, 128, 64) + Precision("float16", "float16", "float32") + RCR + SM(800) + Block()):
         assert (desc.plan.tile if desc.is_grid else desc.plan).k_loop_unroll == "all", desc

@@ -121,6 +121,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "packed": instr.packed,
         "fma_vector": plan.fma_vector_loads,
         "fma_pipelined": fma_pipelined,
+        "pipelined_fragments": plan.pipelined_fragments,
         "fma_pairs": plan.fma_thread_pairs,
         "c_in_registers": plan.c_in_registers,
         "c_vector": plan.c_vector,

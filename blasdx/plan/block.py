@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 # Accumulator registers one warp may hold for its output tile.
 MAX_WARP_ACCUMULATOR_REGS = 64
+# ... and a float64 Grid() tile's whose fragments are pipelined: a warp's 64 x 32 (128 registers).
+PIPELINED_WARP_ACCUMULATOR_REGS = 128
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ class GemmPlan:
     # The batched kernel keeps C in registers, between global memory and the products, not
     # in shared memory (see blasdx.plan.kernel). False for the device function.
     c_in_registers: bool = False
+    # float64 mma Grid() tiles with A and B K-major: the K loop, unrolled, loads the next step's
+    # fragments into a second set of registers while the current step multiplies (see make_plan).
+    pipelined_fragments: bool = False
     overrides: PlanOverrides = NO_OVERRIDES
 
     @cached_property
@@ -171,6 +176,8 @@ class GemmPlan:
         past 16 steps and off mma.sync."""
         instr = self.instruction
         k_steps = -(-self.k // instr.k)
+        if self.pipelined_fragments:
+            return "all"  # two steps' fragments live by design (make_plan sized the warp tile for them)
         if not instr.is_mma or instr.is_wgmma or k_steps > 16:
             return ""
         pm, pn = self.tile_m // instr.m, self.tile_n // instr.n
@@ -235,7 +242,8 @@ def matrix_plan(desc: Descriptor, name: str, offset: int, smem_bytes: int) -> Ma
     )
 
 
-def _warp_tile(instr: Instruction, m: int, n: int, warps: int, acc_regs: int) -> tuple[int, int]:
+def _warp_tile(instr: Instruction, m: int, n: int, warps: int, acc_regs: int,
+               budget: int = MAX_WARP_ACCUMULATOR_REGS) -> tuple[int, int]:
     """Instruction tiles (pm, pn) one warp computes per pass.
 
     Cost model: passes per warp x (pm*pn mma + pm + pn fragment loads); the cheapest
@@ -246,7 +254,7 @@ def _warp_tile(instr: Instruction, m: int, n: int, warps: int, acc_regs: int) ->
     choice = (1, 1)
     for pm in range(1, min(tm, 8) + 1):
         for pn in range(1, min(tn, 8) + 1):
-            if pm * pn * acc_regs > MAX_WARP_ACCUMULATOR_REGS:
+            if pm * pn * acc_regs > budget:
                 continue
             passes = math.ceil(math.ceil(tm / pm) * math.ceil(tn / pn) / warps)
             cost = passes * (pm * pn + pm + pn)
@@ -274,6 +282,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
     bx, by, bz = desc.block_dim
     threads = bx * by * bz
     warps = threads // 32
+    pipelined = False
     if instr.is_wgmma:
         choice = desc.wgmma_choice
         assert choice is not None and choice.holds  # the descriptor chose wgmma on them
@@ -283,7 +292,11 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         group_m, group_n = tile_m, tile_n
     elif instr.is_mma:
         acc_regs = instr.c_values * (2 if instr.accumulator == "double" else 1)  # 32-bit registers per tile
-        pm, pn = _warp_tile(instr, m, n, warps, acc_regs)
+        # float64 Grid() tiles with A and B K-major where each warp can take 64 x 32 of the tile.
+        pipelined = (long_k_loop and instr.accumulator == "double" and m * n >= warps * 64 * 32
+                     and k_major(arrangement_of(desc.operator_map)))
+        budget = PIPELINED_WARP_ACCUMULATOR_REGS if pipelined else MAX_WARP_ACCUMULATOR_REGS
+        pm, pn = _warp_tile(instr, m, n, warps, acc_regs, budget)
         tile_m, tile_n = pm * instr.m, pn * instr.n
         group_m, group_n = tile_m, tile_n
     else:
@@ -304,6 +317,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         use_cp_async=desc.sm >= CP_ASYNC_MIN_SM,
         pipeline_stages=pipeline_stages(desc.sm, overrides),
         bit_op=desc.bit_op or "", fma_thread_pairs=pairs, overrides=overrides,
+        pipelined_fragments=pipelined,
     )
 
 

@@ -126,6 +126,9 @@ def explain_grid(desc: Descriptor) -> str:
     if p.fma_pipelined:
         overlap += ("; within a K tile each thread loads the next four steps of k from shared memory while it "
                     "multiplies the current ones (FMA tiles with row-major A on one block an SM)")
+    if t.pipelined_fragments:
+        overlap += ("; within a K tile each warp loads the next step's fragments from shared memory while it "
+                    "multiplies the current ones (float64 tiles with A and B K-major)")
     lines = [
         f"blasdx GEMM: {desc!r}",
         f"kernel: {launched.kernel_name} (grid-level: Size is the whole problem)",

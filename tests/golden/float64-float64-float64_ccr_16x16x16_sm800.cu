@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_eae079d9
+// blasdx block GEMM blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_36fbabbc
 //   16x16x16, mma_f64, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -153,6 +153,16 @@ __device__ __forceinline__ void load_fragment_b(frag_t (&f)[b_regs], const b_t* 
     f[j] = (whole_k || r < k) && (whole_tiles || c < n) ? blasdx::apply_load(op, sb[b_index(r, c)]) : 0.0;
   }
 }
+// The fragments of one step of k (k0) of a warp tile: pm of A at rows m0 + i * im, pn of B at columns n0 + j * in_.
+template <class ALoad, class BLoad>
+__device__ __forceinline__ void load_step_fragments(frag_t (&fa)[pm][a_regs], frag_t (&fb)[pn][b_regs], const a_t* sa,
+                                                    const b_t* sb, int m0, int n0, int k0, int g, int t,
+                                                    const ALoad& a_load, const BLoad& b_load) {
+#pragma unroll
+  for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
+#pragma unroll
+  for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t, b_load);
+}
 __device__ __forceinline__ int c_row(int i, int g, int t) { return g + 8 * (i >> 1); }
 __device__ __forceinline__ int c_col(int i, int g, int t) { return 2 * t + (i & 1); }
 
@@ -261,10 +271,7 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   for (int k0 = 0; k0 < k; k0 += ik) {
     frag_t fa[pm][a_regs];
     frag_t fb[pn][b_regs];
-#pragma unroll
-    for (int i = 0; i < pm; ++i) load_fragment_a(fa[i], sa, m0 + i * im, k0, g, t, a_load);
-#pragma unroll
-    for (int j = 0; j < pn; ++j) load_fragment_b(fb[j], sb, k0, n0 + j * in_, g, t, b_load);
+    load_step_fragments(fa, fb, sa, sb, m0, n0, k0, g, t, a_load, b_load);
 
 #pragma unroll
     for (int i = 0; i < pm; ++i)
@@ -443,7 +450,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_eae079d9(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_f64f64f64_16x16x16_ccr_t32_36fbabbc(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
