@@ -181,6 +181,8 @@ def test_float64_grid_tiles_pipeline_a_warp_per_64x32_where_a_and_b_are_k_major(
     rrr = Size(4096, 4096, 4096) + Precision("float64") + arrangement_of("rrr") + SM(900) + Grid()
     assert not rrr.plan.tile.pipelined_fragments and "fa[now ^ 1]" not in rrr.source
     assert not (Size(64, 64, 64) + Precision("float64") + RCR + SM(900) + Block()).plan.pipelined_fragments
+    sm80 = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(800) + Grid()
+    assert sm80.block_dim.x == 512 and not sm80.plan.tile.pipelined_fragments  # measured on an H100 only
 
 
 def test_the_k_loop_stays_rolled_where_two_steps_of_fragments_do_not_fit_in_registers():

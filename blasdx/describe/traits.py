@@ -335,7 +335,8 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     accumulators' K loop loads the next step's fragments while it multiplies
     (GemmPlan.pipelined_fragments; an H100, 4096^3 RCR: 0.753-0.778x torch.matmul against
     0.714-0.729x with a warp per 32 x 32 on 512 threads, the K loop rolled), but a warp per 32 x
-    32 on tiles smaller than 128 x 128 (their blocks would be few warps); elsewhere two passes of
+    32 on tiles smaller than 128 x 128 (their blocks would be few warps) and before SM 900 (not
+    measured there); elsewhere two passes of
     32 x 32 (there the 512 threads' 128 registers spilled 364 bytes; 128 x 128 x 16 tiles on 256
     threads ran at 0.69-0.74x against 0.59-0.67x
     in the other arrangements). None elsewhere (the tile's own suggestion)."""
@@ -344,7 +345,7 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     prec = precision_of(ops)
     base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], is_complex_of(ops), ops["SM"].value)  # type: ignore[attr-defined]
     if base.is_mma and base.accumulator == "double":
-        if k_major(arrangement_of(ops)) and tile.m * tile.n < 128 * 128:
+        if k_major(arrangement_of(ops)) and (tile.m * tile.n < 128 * 128 or ops["SM"].value < 900):  # type: ignore[attr-defined]
             return min(512, max(128, tile.m * tile.n // (32 * 32) * 32))
         return min(256, max(128, tile.m * tile.n // (64 * 32) * 32))
     if tile.m % 64:

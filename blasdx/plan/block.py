@@ -292,8 +292,9 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         group_m, group_n = tile_m, tile_n
     elif instr.is_mma:
         acc_regs = instr.c_values * (2 if instr.accumulator == "double" else 1)  # 32-bit registers per tile
-        # float64 Grid() tiles with A and B K-major where each warp can take 64 x 32 of the tile.
-        pipelined = (long_k_loop and instr.accumulator == "double" and m * n >= warps * 64 * 32
+        # float64 Grid() tiles on SM 900 (where it was measured) with A and B K-major, where each warp
+        # can take 64 x 32 of the tile.
+        pipelined = (long_k_loop and desc.sm >= 900 and instr.accumulator == "double" and m * n >= warps * 64 * 32
                      and k_major(arrangement_of(desc.operator_map)))
         budget = PIPELINED_WARP_ACCUMULATOR_REGS if pipelined else MAX_WARP_ACCUMULATOR_REGS
         pm, pn = _warp_tile(instr, m, n, warps, acc_regs, budget)
