@@ -96,6 +96,20 @@ def test_tile_stages_and_threads_set_by_hand(extra):
     run_and_check(desc, np.random.default_rng(5), batch=2, alpha=1, beta=0)
 
 
+@pytest.mark.parametrize("prec, extra", [
+    (("float64",) * 3, (Tile(64, 64, 8),)),
+    (("float64",) * 3, (Tile(64, 64, 12),)),
+    (("float64",) * 3, (Tile(64, 64, 20),)),
+    (("float64",) * 3, (Tile(128, 128, 24),)),
+    (("float16", "float16", "float32"), (InstructionFamily("mma"), Tile(64, 64, 48))),
+], ids=["f64-k8", "f64-k12", "f64-k20", "f64-128x128x24", "f16-mma-k48"])
+def test_k_tiles_of_any_number_of_instruction_steps(prec, extra):
+    """mma.sync tiles issue the next K tile's copies after the step of k before the last
+    (multiply_between): once a K tile whatever its number of steps, partial ones included."""
+    desc = grid(prec, "rcr", (300, 500, 700), 900, False, *extra)
+    run_and_check(desc, np.random.default_rng(11), batch=2, alpha=1, beta=1)
+
+
 def test_leading_dimensions_past_the_matrices():
     desc = grid(("float16", "float16", "float32"), "rcr", (100, 120, 140), 900, False, LeadingDimension(150, 144, 136))
     run_and_check(desc, np.random.default_rng(6), batch=2, lds={"a": 150, "b": 144, "c": 136})

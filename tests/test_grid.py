@@ -248,16 +248,26 @@ def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
 
 
 @pytest.mark.parametrize("precision", ["float64", "float32", "complex"])
-def test_the_cp_async_k_loop_copies_the_next_k_tile_after_the_multiply(precision):
+def test_the_cp_async_k_loop_copies_the_next_k_tile_among_the_multiply(precision):
     """Issued before the multiply, the copies of the K tile stages - 1 ahead held every warp at
     the start of each K tile while the math pipe waited (an H100, float64 4096^3: copies left out
-    of the loop, 46 -> 56 TFLOP/s); after it, the warps reach them as the multiply drains."""
+    of the loop, 46 -> 56 TFLOP/s). mma.sync tiles issue them between the last two steps of k
+    (multiply_between); FMA tiles after the multiply."""
     desc = Size(4096, 4096, 4096) + Precision("float32" if precision == "complex" else precision) + RCR + SM(900) + Grid()
     if precision == "complex":
         desc = desc + Type("complex")
     source = blasdx.pipeline.kernel_source(desc.plan)
     loop = source[source.index("for (int kt = kt_begin; kt < kt_end; ++kt)"):]
-    assert loop.index("multiply(") < loop.index("start_copies(kt + stages - 1)") < loop.index("copy_commit()")
+    copies = loop.index("start_copies(kt + stages - 1)")
+    if precision == "float64":
+        assert loop.index("multiply_between(sa, sb, acc, a_load, b_load, [&]") < copies < loop.index("});")
+        assert "constexpr int between_k0 = (k_steps >= 2 ? k_steps - 2 : 0) * ik;" in source
+        assert "if (k0 == between_k0) between();" in source
+        assert "issues a K tile's copies between its multiply's last two steps of k" in desc.explain()
+    else:
+        assert "multiply_between(" not in loop and loop.index("multiply(sa, sb, acc") < copies
+        assert "issues a K tile's copies after its multiply" in desc.explain()
+    assert copies < loop.index("copy_commit()")
 
 
 def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():

@@ -115,6 +115,14 @@ class GridPlan:
         return self._hash
 
     @property
+    def copies_between_steps(self) -> bool:
+        """Whether the cp.async K loop (without wgmma in flight) issues each K tile's copies among
+        the multiply's instructions, after the step of k before the last (mma.sync tiles:
+        multiply_between), rather than after the multiply (FMA tiles). Issued before the multiply,
+        they held every warp at the start of each K tile while the math pipe waited."""
+        return self.tile.instruction.is_mma and not self.tile.instruction.is_wgmma
+
+    @property
     def scalar_precision(self) -> str:
         return self.tile.scalar_precision
 

@@ -265,10 +265,19 @@ __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const wo
   else store_tile_in<false>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
 }
 
-// acc += the warp tile at `at` of op(a_load(A)) * op(b_load(B)), for lane w.lane.
-template <class ALoad, class BLoad>
+// The step of k after whose instructions multiply_tile runs `between` (the Grid() K loop's copies
+// of a later K tile): the one before the last. Right after the barrier that starts a K tile,
+// the copies held every warp at once while the math pipe waited; between the last two steps the
+// last step's fragments are on their way, and the warps reach them at different times.
+constexpr int k_steps = (k_bytes + ik - 1) / ik;
+constexpr int between_k0 = (k_steps >= 2 ? k_steps - 2 : 0) * ik;
+
+// acc += the warp tile at `at` of op(a_load(A)) * op(b_load(B)), for lane w.lane; between() runs
+// once, after the instructions of step between_k0.
+template <class ALoad, class BLoad, class Between = blasdx::no_action>
 __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worker& w, tile_position at, const a_t* sa,
-                                              const b_t* sb, const ALoad& a_load, const BLoad& b_load) {
+                                              const b_t* sb, const ALoad& a_load, const BLoad& b_load,
+                                              const Between& between = {}) {
   const int m0 = at.m0, n0 = at.n0, lane = w.lane, g = w.g, t = w.t;
   static_assert(blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value,
                 "blasdx: packed binary/binary operands take no a_load/b_load hooks");
@@ -290,6 +299,7 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
     for (int i = 0; i < pm; ++i)
 #pragma unroll
       for (int j = 0; j < pn; ++j) mma(acc[i][j], fa[i], fb[j]);
+    if (k0 == between_k0) between();
   }
 }
 
@@ -405,6 +415,23 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
                                          const BLoad& b_load = {}) {
   if (acc.rank >= workers) return;
   multiply_each_tile(sa, sb, acc, a_load, b_load);
+}
+
+// Not part of the device API: multiply() with between() run once in every thread of the block,
+// among the instructions of the thread's first tile (multiply_tile's between_k0), or before
+// its multiply where it has none: the Grid() K loop's copies of a later K tile.
+template <class ALoad, class BLoad, class Between>
+__device__ __forceinline__ void multiply_between(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
+                                                 const BLoad& b_load, const Between& between) {
+  if (acc.rank >= workers || !has_tile(acc, 0)) {
+    between();
+    return;
+  }
+  const worker w(acc.rank);
+  multiply_tile(acc.tile[0], w, tile_origin(first_tile(acc.rank)), sa, sb, a_load, b_load, between);
+#pragma unroll
+  for (int p = 1; p < passes; ++p)
+    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
 }
 
 // acc = c_load(C) for the values inside m x n (zero for the rest).

@@ -103,6 +103,10 @@ template <class T> struct compute<complex<T>> { using type = complex<typename co
 struct identity {
   template <class T> __device__ __forceinline__ T operator()(const T& x) const { return x; }
 };
+// An action that does nothing (multiply_tile's default `between`).
+struct no_action {
+  __device__ __forceinline__ void operator()() const {}
+};
 
 // A load hook on one stored element: computed in compute<S>, stored back as S.
 template <class S, class Op>
