@@ -333,10 +333,10 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     registers, so that the block has warps enough to hide its copies. On float64 tensor cores,
     a warp per 64 x 32 of the tile (at most 8 warps): where A and B are K-major its 128
     accumulators' K loop loads the next step's fragments while it multiplies
-    (GemmPlan.pipelined_fragments; an H100, 4096^3 RCR: 0.753-0.778x torch.matmul against
-    0.714-0.729x with a warp per 32 x 32 on 512 threads, the K loop rolled), but a warp per 32 x
-    32 on tiles smaller than 128 x 128 (their blocks would be few warps) and before SM 900 (not
-    measured there); elsewhere two passes of
+    (GemmPlan.pipelined_fragments; an H100, 4096^3 RCR, the copies after the multiply: 47.1-48.1
+    TFLOP/s against 46.5-46.8 with a warp per 32 x 32 on 512 threads, the K loop rolled; 8192^3
+    48.1-48.2 against 46.4-46.6), but a warp per 32 x 32 on tiles smaller than 128 x 128
+    (their blocks would be few warps) and before SM 900 (not measured there); elsewhere two passes of
     32 x 32 (there the 512 threads' 128 registers spilled 364 bytes; 128 x 128 x 16 tiles on 256
     threads ran at 0.69-0.74x against 0.59-0.67x
     in the other arrangements). None elsewhere (the tile's own suggestion)."""
