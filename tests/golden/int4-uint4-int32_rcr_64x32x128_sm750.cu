@@ -310,9 +310,9 @@ __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const wo
 }
 
 // The step of k after whose instructions multiply_tile runs `between` (the Grid() K loop's copies
-// of a later K tile): the one before the last. Right after the barrier that starts a K tile,
-// the copies held every warp at once while the math pipe waited; between the last two steps the
-// last step's fragments are on their way, and the warps reach them at different times.
+// of a later K tile): the one before the last, whose successor's fragments are already loading.
+// Of steps 0, 1 and 2 of a float64 tile's four, 2 measured fastest (an H100, 4096^3: 48.0, 48.4
+// and 50.4 TFLOP/s).
 constexpr int k_steps = (k_bytes + ik - 1) / ik;
 constexpr int between_k0 = (k_steps >= 2 ? k_steps - 2 : 0) * ik;
 
@@ -462,8 +462,8 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
 }
 
 // Not part of the device API: multiply() with between() run once in every thread of the block,
-// among the instructions of the thread's first tile (multiply_tile's between_k0), or before
-// its multiply where it has none: the Grid() K loop's copies of a later K tile.
+// among the instructions of the thread's first tile (multiply_tile's between_k0), or at once by
+// a thread without tiles: the Grid() K loop's copies of a later K tile, which every thread shares.
 template <class ALoad, class BLoad, class Between>
 __device__ __forceinline__ void multiply_between(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
                                                  const BLoad& b_load, const Between& between) {
