@@ -102,10 +102,14 @@ def test_tile_stages_and_threads_set_by_hand(extra):
     (("float64",) * 3, (Tile(64, 64, 20),)),
     (("float64",) * 3, (Tile(128, 128, 24),)),
     (("float16", "float16", "float32"), (InstructionFamily("mma"), Tile(64, 64, 48))),
-], ids=["f64-k8", "f64-k12", "f64-k20", "f64-128x128x24", "f16-mma-k48"])
+    (("float32",) * 3, (Tile(128, 128, 4),)),
+    (("float32",) * 3, (Tile(128, 128, 8),)),
+    (("float32",) * 3, (Tile(128, 128, 20),)),
+], ids=["f64-k8", "f64-k12", "f64-k20", "f64-128x128x24", "f16-mma-k48", "f32-k4", "f32-k8", "f32-k20"])
 def test_k_tiles_of_any_number_of_instruction_steps(prec, extra):
     """mma.sync tiles issue the next K tile's copies after the step of k before the last
-    (multiply_between): once a K tile whatever its number of steps, partial ones included."""
+    (multiply_between): once a K tile whatever its number of steps, partial ones included. FMA
+    tiles (after the multiply) of 1, 2 and 5 groups of four steps beside them."""
     desc = grid(prec, "rcr", (300, 500, 700), 900, False, *extra)
     run_and_check(desc, np.random.default_rng(11), batch=2, alpha=1, beta=1)
 

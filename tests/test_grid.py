@@ -247,27 +247,36 @@ def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
                                             + Grid()).explain()
 
 
-@pytest.mark.parametrize("precision", ["float64", "float32", "complex"])
-def test_the_cp_async_k_loop_copies_the_next_k_tile_among_the_multiply(precision):
+@pytest.mark.parametrize("precision, arrangement, where", [
+    ("float64", "rcr", "between its multiply's last two steps of k"),
+    ("float64", "rrr", "between its multiply's last two steps of k"),
+    ("float32", "rcr", "after its multiply"),
+    ("float32", "rrr", "after its multiply"),
+    ("float32", "ccc", "after its multiply"),
+    ("complex", "rcr", "after its multiply"),
+])
+def test_the_cp_async_k_loop_copies_the_next_k_tile_among_the_multiply(precision, arrangement, where):
     """Issued before the multiply, the copies of the K tile stages - 1 ahead held every warp at
     the start of each K tile while the math pipe waited (an H100, float64 4096^3: copies left out
-    of the loop, 46 -> 56 TFLOP/s). mma.sync tiles issue them between the last two steps of k
-    (multiply_between); FMA tiles after the multiply."""
-    desc = Size(4096, 4096, 4096) + Precision("float32" if precision == "complex" else precision) + RCR + SM(900) + Grid()
+    of the loop, 46 -> 56 TFLOP/s). mma.sync tiles issue them after the step of k before the
+    last (multiply_between); FMA tiles after the multiply (GridPlan.copies_between_steps says
+    why)."""
+    desc = (Size(4096, 4096, 4096) + Precision("float32" if precision == "complex" else precision)
+            + arrangement_of(arrangement) + SM(900) + Grid())
     if precision == "complex":
         desc = desc + Type("complex")
     source = blasdx.pipeline.kernel_source(desc.plan)
     loop = source[source.index("for (int kt = kt_begin; kt < kt_end; ++kt)"):]
     copies = loop.index("start_copies(kt + stages - 1)")
-    if precision == "float64":
+    between = where.startswith("between")
+    assert desc.plan.copies_between_steps == between
+    if between:
         assert loop.index("multiply_between(sa, sb, acc, a_load, b_load, [&]") < copies < loop.index("});")
-        assert "constexpr int between_k0 = (k_steps >= 2 ? k_steps - 2 : 0) * ik;" in source
-        assert "if (k0 == between_k0) between();" in source
-        assert "issues a K tile's copies between its multiply's last two steps of k" in desc.explain()
+        assert "between();" in source
     else:
         assert "multiply_between(" not in loop and loop.index("multiply(sa, sb, acc") < copies
-        assert "issues a K tile's copies after its multiply" in desc.explain()
     assert copies < loop.index("copy_commit()")
+    assert f"issues a K tile's copies {where}" in desc.explain()
 
 
 def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():

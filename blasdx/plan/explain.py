@@ -122,9 +122,9 @@ def explain_grid(desc: Descriptor) -> str:
         overlap = (f"the multiply of each K tile runs while the next one's ends and the copies of the following "
                    f"{p.stages - 2} run")
     else:
+        where = "between its multiply's last two steps of k" if p.copies_between_steps else "after its multiply"
         overlap = (f"cp.async copies the next {p.stages - 1} K tiles while the block multiplies one (each thread "
-                   "issues a K tile's copies " + ("between its multiply's last two steps of k" if p.copies_between_steps
-                                                  else "after its multiply") + ")")
+                   f"issues a K tile's copies {where})")
     if p.fma_pipelined:
         overlap += ("; within a K tile each thread loads the next four steps of k from shared memory while it "
                     "multiplies the current ones (FMA tiles with row-major A on one block an SM)")
