@@ -114,6 +114,14 @@ def test_k_tiles_of_any_number_of_instruction_steps(prec, extra):
     run_and_check(desc, np.random.default_rng(11), batch=2, alpha=1, beta=1)
 
 
+@pytest.mark.parametrize("arr", ["rrr", "ccr", "crc", "ccc"])
+def test_float64_tiles_32_deep_in_every_arrangement(arr):
+    """float64 on SM 900 takes 128 x 128 x 32 tiles on 256 threads whatever the arrangement."""
+    desc = grid(("float64",) * 3, arr, (2048, 1040, 300))
+    assert tuple(desc.tile) == (128, 128, 32) and desc.block_dim.x == 256
+    run_and_check(desc, np.random.default_rng(12), batch=None, alpha=1, beta=1)
+
+
 def test_leading_dimensions_past_the_matrices():
     desc = grid(("float16", "float16", "float32"), "rcr", (100, 120, 140), 900, False, LeadingDimension(150, 144, 136))
     run_and_check(desc, np.random.default_rng(6), batch=2, lds={"a": 150, "b": 144, "c": 136})

@@ -275,9 +275,11 @@ def suggested_tile_of(ops: Operators) -> Tile:
       0.808x -> 0.830x; 16 deep on six stages 0.75x); else 128 x 64, or 64 x 64 for 64-bit and
       complex values.
     - k: rows of 128 bytes for wgmma (its widest swizzle), 64 bytes on mma.sync (32 values of
-      float64 where A is row-major and B column-major: 0.73x against 0.63x with 16; 16 in the
-      other arrangements, see grid_tile_threads), 16 values of the other 32-bit FMA types and 8
-      of the wider ones.
+      float64 where A is row-major and B column-major: 0.73x against 0.63x with 16; in the other
+      arrangements too on SM 900, where they take 256 threads: an H100, 4096^3, with the K loop's
+      copies among the multiply, RRR 0.713x -> 0.793x, CCR 0.767x -> 0.816x, CRC 0.784x -> 0.854x;
+      16 there before SM 900 and on tiles shrunk under 128 x 128, not measured since 32 spilled
+      on 512 threads), 16 values of the other 32-bit FMA types and 8 of the wider ones.
 
     Each side shrinks to the problem's, rounded up to the instruction's shape (m to a multiple
     of 64 for wgmma, 16 otherwise); then, while the problem has fewer than GRID_MIN_TILES
@@ -294,8 +296,8 @@ def suggested_tile_of(ops: Operators) -> Tile:
     if wgmma is not None:
         tile, m_step, k_step = (256, 128, 128 // esize), 64, wgmma.k
     elif base.is_mma:
-        if esize == 8:  # float64: k 32 where A and B are K-major, else 16 (fewer registers: see grid_tile_threads)
-            tile = (128, 128, 32 if k_major(arr) else 16)
+        if esize == 8:  # float64: k 32, but 16 where A or B is not K-major before SM 900 (see the docstring)
+            tile = (128, 128, 32 if k_major(arr) or sm >= 900 else 16)
         else:
             tile = (128, 128, max(base.k, 64 // esize))
         m_step, k_step = 16, base.k
@@ -319,6 +321,8 @@ def suggested_tile_of(ops: Operators) -> Tile:
         # A 64-deep float32 FMA tile shrunk under 128 x 64 (few threads) goes back to 32: its stages
         # left one block an SM (512x512x8192 RCR, 64 x 64 tiles: 0.58x -> 0.35x torch.matmul).
         k = 32
+    if wgmma is None and base.is_mma and esize == 8 and not k_major(arr) and m * n < 128 * 128:
+        k = min(k, 16)  # float64 tiles shrunk under 128 x 128 outside K-major A and B: 32 deep not measured
     return Tile(m, n, k)
 
 
