@@ -296,10 +296,7 @@ def suggested_tile_of(ops: Operators) -> Tile:
     if wgmma is not None:
         tile, m_step, k_step = (256, 128, 128 // esize), 64, wgmma.k
     elif base.is_mma:
-        if esize == 8:  # float64: k 32, but 16 where A or B is not K-major before SM 900 (see the docstring)
-            tile = (128, 128, 32 if k_major(arr) or sm >= 900 else 16)
-        else:
-            tile = (128, 128, max(base.k, 64 // esize))
+        tile = (128, 128, 32 if esize == 8 else max(base.k, 64 // esize))  # float64: 16 in cases below
         m_step, k_step = 16, base.k
     elif takes_float_micro_tiles(prec, is_complex_of(ops), 8, 8):  # float32 (the tile's sides are multiples of 8)
         tile, m_step, k_step = (128, 128, 64 if k_major(arr) else 32), 16, 8
@@ -321,8 +318,8 @@ def suggested_tile_of(ops: Operators) -> Tile:
         # A 64-deep float32 FMA tile shrunk under 128 x 64 (few threads) goes back to 32: its stages
         # left one block an SM (512x512x8192 RCR, 64 x 64 tiles: 0.58x -> 0.35x torch.matmul).
         k = 32
-    if wgmma is None and base.is_mma and esize == 8 and not k_major(arr) and m * n < 128 * 128:
-        k = min(k, 16)  # float64 tiles shrunk under 128 x 128 outside K-major A and B: 32 deep not measured
+    if wgmma is None and base.is_mma and esize == 8 and not k_major(arr) and (sm < 900 or m * n < 128 * 128):
+        k = min(k, 16)  # float64 where A or B is not K-major: 32 deep measured only on SM 900's 128 x 128 tiles
     return Tile(m, n, k)
 
 
@@ -339,11 +336,11 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     accumulators' K loop loads the next step's fragments while it multiplies
     (GemmPlan.pipelined_fragments; an H100, 4096^3 RCR, the copies after the multiply: 47.1-48.1
     TFLOP/s against 46.5-46.8 with a warp per 32 x 32 on 512 threads, the K loop rolled; 8192^3
-    48.1-48.2 against 46.4-46.6), but a warp per 32 x 32 on tiles smaller than 128 x 128
-    (their blocks would be few warps) and before SM 900 (not measured there); elsewhere two passes of
-    32 x 32 (there the 512 threads' 128 registers spilled 364 bytes; 128 x 128 x 16 tiles on 256
-    threads ran at 0.69-0.74x against 0.59-0.67x
-    in the other arrangements). None elsewhere (the tile's own suggestion)."""
+    48.1-48.2 against 46.4-46.6), but a warp per 32 x 32 on tiles smaller than 128 x 128 (their
+    blocks would be few warps) and before SM 900 (not measured there); in the other arrangements
+    two passes of 32 x 32 (there 512 threads' 128 registers spilled 364 bytes; 128 x 128 x 16
+    tiles on 256 threads ran at 0.69-0.74x against 0.59-0.67x). None elsewhere (the tile's own
+    suggestion)."""
     if "BlockDim" in ops:
         return None
     prec = precision_of(ops)
