@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from blasdx import SM, Arrangement, Block, Precision, Size, compile_kernel
+from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size, compile_kernel
 from blasdx.compiler import supported_archs
 from blasdx.compiler.nvrtc import options_for
 from blasdx.pipeline import fusion, kernel_source
@@ -232,6 +232,42 @@ extern "C" __global__ void repeated(const gemm::a_t* a, const gemm::b_t* b, gemm
   gemm::store(acc, c, gemm::ldc, gemm::scalar_t(1), gemm::scalar_t(0));
 }
 """
+
+
+def forward_branches_in_multiply_loop(ptx: str) -> int:
+    """Forward branches (an if, not an inner loop's back edge) inside the loop of ``ptx`` that
+    holds the most mma or fma instructions (the shortest such loop, if several)."""
+    lines = ptx.splitlines()
+    labels = {line.strip()[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\$L__BB\w+:", line.strip())}
+    targets = [(i, re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\w+);", line)) for i, line in enumerate(lines)]
+    branches = [(i, labels[t.group(1)]) for i, t in targets if t]
+    loops = [(start, end) for end, start in branches if start < end]
+
+    def multiplies(loop):
+        return sum(1 for line in lines[loop[0]:loop[1]] if re.search(r"\b(mma|fma)\.", line))
+
+    start, end = min(loops, key=lambda loop: (-multiplies(loop), loop[1] - loop[0]))
+    assert multiplies((start, end)), "no loop that multiplies"
+    return sum(1 for at, to in branches if start < at < end and to > at)
+
+
+@pytest.mark.parametrize("spec", [
+    (("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900),
+    (("float16", "float16", "float32"), False, "rcr", (64, 32, 32), 800),
+    (("float64", "float64", "float64"), False, "rrr", (16, 16, 16), 900),
+    (("int8", "int8", "int32"), False, "rcr", (64, 64, 64), 800),
+    (("float32", "float32", "float32"), False, "rrr", (64, 64, 64), 900),
+], ids=_spec_id)
+def test_multiply_puts_no_branch_in_a_callers_loop(spec):
+    """Where every thread of block_dim works, multiply does not branch around the threads past
+    them (they multiply a worker's tiles into values that are not part of C): with no branch in
+    the loop, ptxas hoists the loads of A and B that a loop of repeated multiplies shares (the
+    anchor harness's 32^3 float16 kernel: 8 ldmatrix a repeat before, 24 per 16 repeats after,
+    SASS). A descriptor with threads past its workers keeps the branch."""
+    desc = describe(*spec)
+    assert forward_branches_in_multiply_loop(ptx_of(desc.device_source("gemm") + REPEATED_MULTIPLY, "repeated", desc.sm)) == 0
+    idle = describe(("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900) + BlockDim(48)
+    assert forward_branches_in_multiply_loop(ptx_of(idle.device_source("gemm") + REPEATED_MULTIPLY, "repeated", idle.sm)) == 1
 
 
 @pytest.mark.parametrize("spec, element_load", [

@@ -111,12 +111,67 @@ def test_every_arrangement_with_poisoned_c(prec, arr):
     run_k_loop(_describe(prec, False, arr, (48, 40, 24), 900), tiles=2, beta=0)
 
 
-@pytest.mark.parametrize("threads", [32, 64, 256])
-def test_threads_and_extra_threads(threads):
-    """Fewer warps than tiles (several tiles a thread) and a launch with more threads than BlockDim."""
-    desc = _describe(("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 900, threads)
+@pytest.mark.parametrize("prec, size, threads", [
+    (("float16", "float16", "float32"), (64, 64, 64), 32),  # mma.sync, several tiles a warp
+    (("float16", "float16", "float32"), (64, 64, 64), 64),
+    (("float16", "float16", "float32"), (64, 64, 64), 256),  # wgmma
+    (("float16", "float16", "float16"), (32, 32, 32), 48),  # a warp and a half: threads past the workers
+    (("float64",) * 3, (16, 24, 8), None),
+    (("int8", "uint8", "int32"), (32, 32, 64), None),
+    (("float32",) * 3, (30, 31, 33), None),  # FMA
+], ids=lambda x: "-".join(x) if isinstance(x, tuple) and isinstance(x[0], str) else str(x))
+def test_threads_and_extra_threads(prec, size, threads):
+    """Fewer warps than tiles (several tiles a thread), threads past the workers, and a launch
+    with more threads than BlockDim: where every thread of BlockDim works, those multiply a
+    worker's tiles into values that are not part of C (multiply has no branch); C is the same."""
+    desc = _describe(prec, False, "rcr", size, 900, threads)
     run_k_loop(desc, tiles=2, beta=0)
-    run_k_loop(desc, tiles=2, beta=0, launch_threads=threads + 64)
+    run_k_loop(desc, tiles=2, beta=0, launch_threads=desc.max_threads_per_block + 64)
+
+
+PARTIAL_WARP = r'''
+import sys
+import cupy
+import numpy as np
+from blasdx import Arrangement, Block, Precision, SM, Size, compile_kernel
+desc = Size(32, 32, 32) + Precision("float16") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+kernel = compile_kernel(desc.device_source("g") + """
+extern "C" __global__ void once(const g::a_t* a, const g::b_t* b, g::c_t* c) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<g::a_t*>(smem + g::a_offset);
+  auto* sb = reinterpret_cast<g::b_t*>(smem + g::b_offset);
+  g::load_a(a, sa); g::load_b(b, sb); g::copy_wait();
+  g::accumulator acc = g::make_accumulator();
+  g::multiply(sa, sb, acc);
+  g::store(acc, c, g::ldc, g::scalar_t(1), g::scalar_t(0));
+}
+""", "once")
+a, b = cupy.ones((32, 32), cupy.float16), cupy.ones((32, 32), cupy.float16)
+c = cupy.zeros((32, 32), cupy.float16)
+kernel((1,), (64,), (a, b, c), shared_mem=desc.shared_memory_size)  # a whole warp past BlockDim: runs
+assert bool((c == 32).all()), c
+try:
+    kernel((1,), (48,), (a, b, c), shared_mem=desc.shared_memory_size)  # half a warp past it: stops
+    cupy.cuda.runtime.deviceSynchronize()
+except cupy.cuda.runtime.CUDARuntimeError as error:
+    print("stopped:", error)
+    sys.exit(0)
+print("ran on")
+sys.exit(1)
+'''
+
+
+def test_a_block_ending_in_part_of_a_warp_past_blockdim_stops():
+    """Threads past a BlockDim whose threads all work multiply a worker's tiles with mma.sync and
+    ldmatrix, which need whole warps: a launch of more threads than BlockDim that ends in part of
+    a warp stops (a trap) instead of running those on missing lanes; a whole extra warp runs. In a
+    child process, since a trap ends the CUDA context."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", PARTIAL_WARP], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stopped:" in result.stdout and "LaunchFailure" in result.stdout
 
 
 @pytest.mark.parametrize("spec", FAMILIES[:2] + FAMILIES[4:5] + FAMILIES[7:8] + FAMILIES[10:],

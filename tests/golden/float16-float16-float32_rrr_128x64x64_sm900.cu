@@ -572,6 +572,13 @@ struct accumulator {
   }
 };
 
+// Whether multiply() branches around the threads past `workers`: only where some of block_dim's
+// threads do not work, or wgmma may run (all four warps of a warpgroup issue it). Elsewhere a thread
+// launched past block_dim multiplies a worker's tiles into its own values, which are not part of C:
+// with no branch in multiply, ptxas can hoist loads of A and B out of a caller's loop that repeats
+// them unchanged.
+constexpr bool multiply_skips_idle_threads = true;
+
 __device__ __forceinline__ accumulator make_accumulator() {
   accumulator acc;
   acc.rank = blasdx::thread_rank();
@@ -582,9 +589,10 @@ __device__ __forceinline__ accumulator make_accumulator() {
 
 // Whether pass p of a thread has a tile (every thread's last pass may not, where tile_step
 // does not divide tiles).
-__device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
-  return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
+__device__ __forceinline__ bool has_tile(int rank, int p) {
+  return tiles % tile_step == 0 || first_tile(rank) + p * tile_step < tiles;
 }
+__device__ __forceinline__ bool has_tile(const accumulator& acc, int p) { return has_tile(acc.rank, p); }
 
 // Every tile's wgmma of this thread's warpgroup in flight as one group.
 __device__ __forceinline__ void issue_wgmma(accumulator& acc, const a_t* sa, const b_t* sb) {
@@ -603,10 +611,11 @@ __device__ __forceinline__ void issue_wgmma(accumulator& acc, const a_t* sa, con
 template <class ALoad, class BLoad>
 __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
                                                    const BLoad& b_load) {
-  const worker w(acc.rank);
+  const int rank = acc.rank % workers;  // a worker's own; see multiply_skips_idle_threads
+  const worker w(rank);
 #pragma unroll
   for (int p = 0; p < passes; ++p)
-    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+    if (has_tile(rank, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(rank) + p * tile_step), sa, sb, a_load, b_load);
 }
 
 // acc += op(a_load(A)) * op(b_load(B)), started: where wgmma runs, its instructions are issued and
@@ -619,7 +628,7 @@ __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb,
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                                const BLoad& b_load = {}) {
-  if (acc.rank >= workers) return;
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
   if (wgmma_runs<ALoad, BLoad>(sa, sb)) {
     issue_wgmma(acc, sa, sb);
     return;
@@ -667,7 +676,7 @@ __device__ __forceinline__ void multiply_wait(accumulator& acc) {
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                          const BLoad& b_load = {}) {
-  if (acc.rank >= workers) return;
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
   if (wgmma_runs<ALoad, BLoad>(sa, sb)) {
     issue_wgmma(acc, sa, sb);
     multiply_wait<0>(acc);

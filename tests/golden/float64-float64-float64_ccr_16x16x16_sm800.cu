@@ -356,9 +356,22 @@ struct accumulator {
   }
 };
 
+// Whether multiply() branches around the threads past `workers`: only where some of block_dim's
+// threads do not work. Elsewhere a thread
+// launched past block_dim multiplies a worker's tiles into its own values, which are not part of C:
+// with no branch in multiply, ptxas can hoist loads of A and B out of a caller's loop that repeats
+// them unchanged.
+constexpr bool multiply_skips_idle_threads = workers < threads;
+
 __device__ __forceinline__ accumulator make_accumulator() {
   accumulator acc;
   acc.rank = blasdx::thread_rank();
+  // Such a thread's warp issues mma.sync and ldmatrix, which need all 32 lanes: a block larger than
+  // block_dim that ends in a partial warp stops here (a test of blockDim alone: no thread diverges).
+  if (!multiply_skips_idle_threads) {
+    const unsigned block_threads = blockDim.x * blockDim.y * blockDim.z;
+    if (block_threads > threads && block_threads % 32 != 0) __trap();
+  }
 #pragma unroll
   for (int p = 0; p < passes; ++p) zero_tile(acc.tile[p]);
   return acc;
@@ -366,25 +379,27 @@ __device__ __forceinline__ accumulator make_accumulator() {
 
 // Whether pass p of a thread has a tile (every thread's last pass may not, where tile_step
 // does not divide tiles).
-__device__ __forceinline__ bool has_tile(const accumulator& acc, int p) {
-  return tiles % tile_step == 0 || first_tile(acc.rank) + p * tile_step < tiles;
+__device__ __forceinline__ bool has_tile(int rank, int p) {
+  return tiles % tile_step == 0 || first_tile(rank) + p * tile_step < tiles;
 }
+__device__ __forceinline__ bool has_tile(const accumulator& acc, int p) { return has_tile(acc.rank, p); }
 
 // acc += op(a_load(A)) * op(b_load(B)) with the path's instructions, synchronously.
 template <class ALoad, class BLoad>
 __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
                                                    const BLoad& b_load) {
-  const worker w(acc.rank);
+  const int rank = acc.rank % workers;  // a worker's own; see multiply_skips_idle_threads
+  const worker w(rank);
 #pragma unroll
   for (int p = 0; p < passes; ++p)
-    if (has_tile(acc, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), sa, sb, a_load, b_load);
+    if (has_tile(rank, p)) multiply_tile(acc.tile[p], w, tile_origin(first_tile(rank) + p * tile_step), sa, sb, a_load, b_load);
 }
 
 // acc += op(a_load(A)) * op(b_load(B)), started: on this path the same as multiply().
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                                const BLoad& b_load = {}) {
-  if (acc.rank >= workers) return;
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
   multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
@@ -400,7 +415,7 @@ __device__ __forceinline__ void multiply_wait(accumulator& acc) {
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
 __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load = {},
                                          const BLoad& b_load = {}) {
-  if (acc.rank >= workers) return;
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
   multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
