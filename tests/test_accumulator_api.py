@@ -256,11 +256,11 @@ def forward_branches_in_multiply_loop(ptx: str) -> int:
     (("float16", "float16", "float32"), False, "rcr", (64, 32, 32), 800),
     (("float64", "float64", "float64"), False, "rrr", (16, 16, 16), 900),
     (("int8", "int8", "int32"), False, "rcr", (64, 64, 64), 800),
-    (("float32", "float32", "float32"), False, "rrr", (64, 64, 64), 900),
+    (("tfloat32", "tfloat32", "float32"), False, "rcr", (32, 64, 32), 800),
 ], ids=_spec_id)
 def test_multiply_puts_no_branch_in_a_callers_loop(spec):
-    """Where every thread of block_dim works, multiply does not branch around the threads past
-    them (they multiply a worker's tiles into values that are not part of C): with no branch in
+    """Where every thread of block_dim works on mma.sync tiles, multiply does not branch around
+    the threads past them (they multiply a worker's tiles into values that are not part of C): with no branch in
     the loop, ptxas hoists the loads of A and B that a loop of repeated multiplies shares (the
     anchor harness's 32^3 float16 kernel: 8 ldmatrix a repeat before, 24 per 16 repeats after,
     SASS). A descriptor with threads past its workers keeps the branch."""

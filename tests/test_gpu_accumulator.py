@@ -64,7 +64,7 @@ def _step(operand, tile_rows: int, tile_cols: int, along: str) -> int:
 
 
 def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED, source=KERNELS, name="k_loop",
-               shared_memory=None):
+               shared_memory=None, c_ld=None):
     """Run ``name`` of ``source`` (KERNELS' k_loop or a kernel of its signature) over ``tiles`` K
     tiles of random data; assert that each value of C was written once and within the bound."""
     import cupy
@@ -72,7 +72,8 @@ def run_k_loop(desc, tiles, alpha=1.0, beta=0.0, launch_threads=None, seed=SEED,
     rng = np.random.default_rng(seed)
     m, n, k = desc.size
     big = _whole_problem(desc, tiles)
-    a, b, c = (Operand(big, x, None, None, rng) for x in "abc")
+    a, b = (Operand(big, x, None, None, rng) for x in "ab")
+    c = Operand(big, "c", None, None, rng, ld=c_ld)
     c_before = c.values
     if beta == 0:
         c.poison_all()  # never read
@@ -172,6 +173,20 @@ def test_a_block_ending_in_part_of_a_warp_past_blockdim_stops():
     result = subprocess.run([sys.executable, "-c", PARTIAL_WARP], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "stopped:" in result.stdout and "LaunchFailure" in result.stdout
+
+
+@pytest.mark.parametrize("prec, size, arr", [
+    (("float16",) * 3, (32, 32, 32), "rrr"),  # mma.sync
+    (("bfloat16",) * 3, (64, 48, 32), "crr"),
+    (("float16",) * 3, (64, 64, 64), "rcr"),  # wgmma
+], ids=["f16-32", "bf16-64x48x32", "f16-64-wgmma"])
+@pytest.mark.parametrize("c_extra", [0, 2, 1], ids=["ldc-n", "ldc-n+2", "ldc-n+1"])
+@pytest.mark.parametrize("beta", [0, -1])
+def test_16_bit_c_at_any_leading_dimension(prec, size, arr, c_extra, beta):
+    """16-bit row-major C of whole tiles, where store() writes pairs (ldc even) or single values
+    (ldc odd): each value once, within the bound, on NaN-poisoned C where beta = 0."""
+    desc = _describe(prec, False, arr, size, 900)
+    run_k_loop(desc, tiles=2, alpha=2, beta=beta, c_ld=size[1] + c_extra)
 
 
 @pytest.mark.parametrize("spec", FAMILIES[:2] + FAMILIES[4:5] + FAMILIES[7:8] + FAMILIES[10:],

@@ -475,18 +475,20 @@ struct accumulator {
   }
 };
 
-// Whether multiply() branches around the threads past `workers`: only where some of block_dim's
-// threads do not work. Elsewhere a thread
-// launched past block_dim multiplies a worker's tiles into its own values, which are not part of C:
-// with no branch in multiply, ptxas can hoist loads of A and B out of a caller's loop that repeats
-// them unchanged.
+// Whether multiply() branches around the threads past `workers`: on FMA tiles, where wgmma may
+// run (all four warps of a warpgroup issue it), and where some of block_dim's threads do not
+// work. Elsewhere (mma.sync) a thread launched past block_dim multiplies a worker's tiles into its
+// own values, which are not part of C: with no branch in multiply, ptxas can hoist loads of A and
+// B out of a caller's loop that repeats them unchanged.
 constexpr bool multiply_skips_idle_threads = workers < threads;
 
 __device__ __forceinline__ accumulator make_accumulator() {
   accumulator acc;
   acc.rank = blasdx::thread_rank();
-  // Such a thread's warp issues mma.sync and ldmatrix, which need all 32 lanes: a block larger than
-  // block_dim that ends in a partial warp stops here (a test of blockDim alone: no thread diverges).
+  // A thread launched past block_dim multiplies a worker's tiles where multiply does not skip it:
+  // its warp issues mma.sync and ldmatrix, which need all 32 lanes. A block larger than block_dim
+  // that ends in part of a warp stops here, before any loop (a test of blockDim alone: no thread
+  // diverges; in multiply, the test kept ptxas from hoisting loads out of a caller's loop).
   if (!multiply_skips_idle_threads) {
     const unsigned block_threads = blockDim.x * blockDim.y * blockDim.z;
     if (block_threads > threads && block_threads % 32 != 0) __trap();
@@ -503,11 +505,17 @@ __device__ __forceinline__ bool has_tile(int rank, int p) {
 }
 __device__ __forceinline__ bool has_tile(const accumulator& acc, int p) { return has_tile(acc.rank, p); }
 
+// The rank whose tiles the thread multiplies: its own, or a worker's for a thread launched past
+// block_dim where multiply does not skip those (multiply_skips_idle_threads).
+__device__ __forceinline__ int multiplying_rank(const accumulator& acc) {
+  return multiply_skips_idle_threads ? acc.rank : static_cast<int>(static_cast<unsigned>(acc.rank) % workers);
+}
+
 // acc += op(a_load(A)) * op(b_load(B)) with the path's instructions, synchronously.
 template <class ALoad, class BLoad>
 __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
                                                    const BLoad& b_load) {
-  const int rank = acc.rank % workers;  // a worker's own; see multiply_skips_idle_threads
+  const int rank = multiplying_rank(acc);
   const worker w(rank);
 #pragma unroll
   for (int p = 0; p < passes; ++p)

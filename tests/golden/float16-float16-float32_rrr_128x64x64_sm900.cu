@@ -572,11 +572,11 @@ struct accumulator {
   }
 };
 
-// Whether multiply() branches around the threads past `workers`: only where some of block_dim's
-// threads do not work, or wgmma may run (all four warps of a warpgroup issue it). Elsewhere a thread
-// launched past block_dim multiplies a worker's tiles into its own values, which are not part of C:
-// with no branch in multiply, ptxas can hoist loads of A and B out of a caller's loop that repeats
-// them unchanged.
+// Whether multiply() branches around the threads past `workers`: on FMA tiles, where wgmma may
+// run (all four warps of a warpgroup issue it), and where some of block_dim's threads do not
+// work. Elsewhere (mma.sync) a thread launched past block_dim multiplies a worker's tiles into its
+// own values, which are not part of C: with no branch in multiply, ptxas can hoist loads of A and
+// B out of a caller's loop that repeats them unchanged.
 constexpr bool multiply_skips_idle_threads = true;
 
 __device__ __forceinline__ accumulator make_accumulator() {
@@ -593,6 +593,12 @@ __device__ __forceinline__ bool has_tile(int rank, int p) {
   return tiles % tile_step == 0 || first_tile(rank) + p * tile_step < tiles;
 }
 __device__ __forceinline__ bool has_tile(const accumulator& acc, int p) { return has_tile(acc.rank, p); }
+
+// The rank whose tiles the thread multiplies: its own, or a worker's for a thread launched past
+// block_dim where multiply does not skip those (multiply_skips_idle_threads).
+__device__ __forceinline__ int multiplying_rank(const accumulator& acc) {
+  return multiply_skips_idle_threads ? acc.rank : static_cast<int>(static_cast<unsigned>(acc.rank) % workers);
+}
 
 // Every tile's wgmma of this thread's warpgroup in flight as one group.
 __device__ __forceinline__ void issue_wgmma(accumulator& acc, const a_t* sa, const b_t* sb) {
@@ -611,7 +617,7 @@ __device__ __forceinline__ void issue_wgmma(accumulator& acc, const a_t* sa, con
 template <class ALoad, class BLoad>
 __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
                                                    const BLoad& b_load) {
-  const int rank = acc.rank % workers;  // a worker's own; see multiply_skips_idle_threads
+  const int rank = multiplying_rank(acc);
   const worker w(rank);
 #pragma unroll
   for (int p = 0; p < passes; ++p)
