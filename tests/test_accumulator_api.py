@@ -270,6 +270,23 @@ def test_multiply_puts_no_branch_in_a_callers_loop(spec):
     assert forward_branches_in_multiply_loop(ptx_of(idle.device_source("gemm") + REPEATED_MULTIPLY, "repeated", idle.sm)) == 1
 
 
+@pytest.mark.parametrize("spec, quads", [
+    ((("float16", "float16", "float16"), False, "rrr", (64, 64, 64), 900), True),  # wgmma
+    ((("bfloat16", "bfloat16", "bfloat16"), False, "crr", (128, 64, 32), 900), True),
+    ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), False),  # mma.sync
+    ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), False),  # 32-bit C
+], ids=lambda x: x if isinstance(x, bool) else _spec_id(x))
+def test_store_writes_16_bit_c_of_wgmma_tiles_eight_bytes_a_lane(spec, quads):
+    """store() of a wgmma tile's 16-bit row-major C to global memory: lanes t and t ^ 1 trade a
+    pair (a shuffle) and each writes four neighbours in one 8-byte store, so that every store
+    instruction fills whole 32-byte sectors (pairs filled half of one each). mma.sync tiles and
+    32-bit C keep pairs: there quads measured slower or change nothing."""
+    desc = describe(*spec)
+    ptx = ptx_of(desc.device_source("gemm") + REPEATED_MULTIPLY, "repeated", desc.sm)
+    assert bool(re.search(r"st\.global\.v4\.[bu]16", ptx)) == quads
+    assert ("shfl.sync.bfly" in ptx) == quads
+
+
 @pytest.mark.parametrize("spec, element_load", [
     ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), r"ld\.shared\.u16"),
     ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), r"ld\.shared\.u16"),  # wgmma's fallback

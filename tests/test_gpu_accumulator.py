@@ -183,10 +183,41 @@ def test_a_block_ending_in_part_of_a_warp_past_blockdim_stops():
 @pytest.mark.parametrize("c_extra", [0, 2, 1], ids=["ldc-n", "ldc-n+2", "ldc-n+1"])
 @pytest.mark.parametrize("beta", [0, -1])
 def test_16_bit_c_at_any_leading_dimension(prec, size, arr, c_extra, beta):
-    """16-bit row-major C of whole tiles, where store() writes pairs (ldc even) or single values
-    (ldc odd): each value once, within the bound, on NaN-poisoned C where beta = 0."""
+    """16-bit row-major C of whole tiles, in global memory: store() writes four neighbours a lane
+    on wgmma tiles where ldc is a multiple of four, pairs where ldc is even, else single values.
+    Each value once, within the bound, on NaN-poisoned C where beta = 0; and the same through C
+    in shared memory (pairs)."""
     desc = _describe(prec, False, arr, size, 900)
     run_k_loop(desc, tiles=2, alpha=2, beta=beta, c_ld=size[1] + c_extra)
+    run_k_loop(desc, tiles=2, alpha=2, beta=beta, c_ld=size[1] + c_extra, source=THROUGH_SHARED_C,
+               name="through_shared_c")
+
+
+# KERNELS' K loop with C through shared memory: load_c there, store() there, then store_c.
+THROUGH_SHARED_C = r"""
+extern "C" __global__ void through_shared_c(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long lda,
+                                            long long ldb, long long ldc, int tiles, long long a_step,
+                                            long long b_step, int* visits, gemm::scalar_t alpha, gemm::scalar_t beta) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  auto* sc = reinterpret_cast<gemm::c_t*>(smem + gemm::c_offset);
+  gemm::accumulator acc = gemm::make_accumulator();
+  gemm::load_c(c, ldc, sc);
+  for (int t = 0; t < tiles; ++t) {
+    gemm::load_a(a + t * a_step, lda, sa);
+    gemm::load_b(b + t * b_step, ldb, sb);
+    gemm::copy_wait();
+    gemm::multiply(sa, sb, acc);
+    __syncthreads();
+  }
+  for (int i = 0; i < gemm::accumulator::size; ++i)
+    if (acc.in_bounds(i)) atomicAdd(visits + acc.row(i) * gemm::n + acc.col(i), 1);
+  gemm::store(acc, sc, gemm::ldc, alpha, beta);
+  __syncthreads();
+  gemm::store_c(sc, c, ldc);
+}
+"""
 
 
 @pytest.mark.parametrize("spec", FAMILIES[:2] + FAMILIES[4:5] + FAMILIES[7:8] + FAMILIES[10:],

@@ -309,6 +309,31 @@ __device__ __forceinline__ void for_each_pair(const worker& w, tile_position at,
       for (int v = 0; v < c_vals; v += 2) f(i, j, v, at.m0 + w.row0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
 }
 
+// 16-bit row-major C: a pair (4 bytes) fills half of a 32-byte sector. Lanes t and t ^ 1 (one
+// row) can trade a pair so that each holds four neighbours (8 bytes) and each store instruction of
+// the warp fills whole sectors: the even lane instruction tile j's columns 2t .. 2t + 3, the odd
+// one tile j + 1's 2t - 2 .. 2t + 1.
+constexpr bool c_quads = c_pairs && sizeof(c_t) == 2 && in_ == 8 && pn % 2 == 0;
+using c_quad_t = blasdx::pair<c_pair_t>;
+
+// The pair that lane t ^ 1 sends, for the one this lane sends.
+__device__ __forceinline__ c_pair_t swap_with_neighbour(const c_pair_t& send) {
+  unsigned bits;
+  memcpy(&bits, &send, sizeof(bits));
+  bits = __shfl_xor_sync(0xffffffffu, bits, 1);
+  c_pair_t got;
+  memcpy(&got, &bits, sizeof(got));
+  return got;
+}
+
+// The four neighbours a lane writes, from its pairs of instruction tiles j (here) and j + 1
+// (there), every lane of the warp at once; they start at here's column (even lane) or in_ - 2
+// past it (odd lane).
+__device__ __forceinline__ c_quad_t neighbour_quad(const c_pair_t& here, const c_pair_t& there, bool odd) {
+  const c_pair_t got = swap_with_neighbour(odd ? here : there);
+  return odd ? c_quad_t{got, there} : c_quad_t{here, got};
+}
+
 // C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
 // pair where Pairs (both inside n), else one by one.
 template <bool Pairs, class Index, class CLoad, class CStore>

@@ -318,6 +318,31 @@ __device__ __forceinline__ void for_each_pair(const worker& w, tile_position at,
       for (int v = 0; v < c_vals; v += 2) f(i, j, v, at.m0 + w.row0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
 }
 
+// 16-bit row-major C: a pair (4 bytes) fills half of a 32-byte sector. Lanes t and t ^ 1 (one
+// row) can trade a pair so that each holds four neighbours (8 bytes) and each store instruction of
+// the warp fills whole sectors: the even lane instruction tile j's columns 2t .. 2t + 3, the odd
+// one tile j + 1's 2t - 2 .. 2t + 1.
+constexpr bool c_quads = c_pairs && sizeof(c_t) == 2 && in_ == 8 && pn % 2 == 0;
+using c_quad_t = blasdx::pair<c_pair_t>;
+
+// The pair that lane t ^ 1 sends, for the one this lane sends.
+__device__ __forceinline__ c_pair_t swap_with_neighbour(const c_pair_t& send) {
+  unsigned bits;
+  memcpy(&bits, &send, sizeof(bits));
+  bits = __shfl_xor_sync(0xffffffffu, bits, 1);
+  c_pair_t got;
+  memcpy(&got, &bits, sizeof(got));
+  return got;
+}
+
+// The four neighbours a lane writes, from its pairs of instruction tiles j (here) and j + 1
+// (there), every lane of the warp at once; they start at here's column (even lane) or in_ - 2
+// past it (odd lane).
+__device__ __forceinline__ c_quad_t neighbour_quad(const c_pair_t& here, const c_pair_t& there, bool odd) {
+  const c_pair_t got = swap_with_neighbour(odd ? here : there);
+  return odd ? c_quad_t{got, there} : c_quad_t{here, got};
+}
+
 // C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
 // pair where Pairs (both inside n), else one by one.
 template <bool Pairs, class Index, class CLoad, class CStore>
@@ -503,6 +528,35 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
       if (j + 1 < pn) mma(acc[0][j + 1], fa, fb1);
     }
   }
+}
+
+// C = epilogue(acc, C) on a warpgroup's tile wholly inside m x n, in 16-bit row-major global
+// memory at leading dimension ld (a multiple of four, C aligned to four elements): each lane
+// writes neighbour_quads, so that every store instruction fills whole 32-byte sectors. store()
+// takes it for such C; pairs (half a sector an instruction) are kept for shared memory and for
+// mma.sync tiles, where quads measured slower.
+template <class Index, class CLoad, class CStore>
+__device__ __forceinline__ void store_tile_quads(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
+                                                 Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                                 const CStore& c_store) {
+  const bool odd = w.t & 1;
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j = 0; j < pn; j += 2)
+#pragma unroll
+      for (int v = 0; v < c_vals; v += 2) {
+        const int r = at.m0 + w.row0 + i * im + c_row(v, w.g, w.t), col = at.n0 + j * in_ + c_col(v, w.g, w.t);
+        c_pair_t old_here{}, old_there{};
+        if (!blasdx::is_zero(beta)) {
+          old_here = *reinterpret_cast<const c_pair_t*>(c + c_element(r, col, ld));
+          old_there = *reinterpret_cast<const c_pair_t*>(c + c_element(r, col + in_, ld));
+        }
+        const c_pair_t here = updated_pair(r, col, acc[i][j][v], acc[i][j][v + 1], old_here, alpha, beta, c_load, c_store);
+        const c_pair_t there = updated_pair(r, col + in_, acc[i][j + 1][v], acc[i][j + 1][v + 1], old_there, alpha, beta,
+                                            c_load, c_store);
+        *reinterpret_cast<c_quad_t*>(c + c_element(r, odd ? col + in_ - 2 : col, ld)) = neighbour_quad(here, there, odd);
+      }
 }
 
 // --- Entry points, the same for every path ------------------------------------------------
@@ -736,6 +790,15 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
                                       const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
   if (acc.rank >= workers) return;
   const worker w(acc.rank);
+  if constexpr (c_quads && whole_tiles) {  // tested alike in the warpgroup: every lane reaches the shuffles
+    if (ldc % 4 == 0 && blasdx::address_aligned<4 * sizeof(c_t)>(c) && __isGlobal(c)) {
+#pragma unroll
+      for (int p = 0; p < passes; ++p)
+        if (has_tile(acc, p))
+          store_tile_quads(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), c, ldc, alpha, beta, c_load, c_store);
+      return;
+    }
+  }
 #pragma unroll
   for (int p = 0; p < passes; ++p)
     if (has_tile(acc, p))
