@@ -20,7 +20,7 @@ TILE, M, N, K = 64, 1024, 1024, 4096  # M, N and K multiples of TILE: the kernel
 
 KERNEL = r'''
 // Stage s of shared memory holds A's and B's tiles at s * stage_bytes (C is never staged).
-constexpr unsigned stage_bytes = gemm::c_offset;
+constexpr unsigned stage_bytes = gemm::shared_memory_size_ab;
 
 extern "C" __global__ void __launch_bounds__(gemm::threads)
 k_loop_gemm(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int n_total, int k_total) {
@@ -72,7 +72,7 @@ def main() -> None:
     b = rng.standard_normal((K, N)).astype(np.float16)
     a_dev, b_dev = cupy.asarray(a), cupy.asarray(b)
     c = cupy.full((M, N), np.nan, dtype=np.float32)
-    stage = 2 * gemm.plan.c.smem_offset  # two stages of A and B (they end where C would start)
+    stage = 2 * gemm.shared_memory_size_ab  # two stages of A and B
 
     def run():
         kernel((N // TILE, M // TILE), gemm.block_dim, (a_dev, b_dev, c, np.int32(N), np.int32(K)), shared_mem=stage)

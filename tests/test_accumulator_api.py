@@ -234,6 +234,23 @@ extern "C" __global__ void repeated(const gemm::a_t* a, const gemm::b_t* b, gemm
 """
 
 
+@pytest.mark.parametrize("spec", [
+    (("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900),  # wgmma: A and B swizzled, 1024-byte parts
+    (("float16", "float16", "float16"), False, "ccc", (30, 31, 33), 750),
+    (("float64", "float64", "float64"), True, "crr", (8, 16, 32), 800),
+], ids=_spec_id)
+def test_device_source_says_the_shared_memory_of_a_and_b_alone(spec):
+    """gemm::shared_memory_size_ab (A and B, where C stays in registers) is the descriptor's
+    shared_memory_size_ab, less than shared_memory_size by C's part, and C starts there."""
+    desc = describe(*spec)
+    assert desc.shared_memory_size_ab < desc.shared_memory_size
+    check = (f"static_assert(gemm::shared_memory_size_ab == {desc.shared_memory_size_ab}, \"A and B\");\n"
+             f"static_assert(gemm::shared_memory_size == {desc.shared_memory_size}, \"A, B and C\");\n"
+             "static_assert(gemm::c_offset == gemm::shared_memory_size_ab, \"C after A and B\");\n"
+             'extern "C" __global__ void nothing() {}\n')
+    compile_kernel(desc.device_source("gemm") + check, "nothing", sm=desc.sm)
+
+
 def forward_branches_in_multiply_loop(ptx: str) -> int:
     """Forward branches (an if, not an inner loop's back edge) inside the loop of ``ptx`` that
     holds the most mma or fma instructions (the shortest such loop, if several)."""

@@ -185,8 +185,9 @@ def test_launch_traits_are_computed_once():
     that read them took 67-87 us of host time."""
     block = _mission_example() + LeadingDimension(72, 72, 72)
     grid = Size(4096, 4096, 4096) + Precision("float16", "float16", "float32") + SM(900) + blasdx.Grid()
-    for desc, traits in ((block, ("block_dim", "suggested_block_dim", "shared_memory_size", "suggested_leading_dimension")),
-                         (grid, ("block_dim", "shared_memory_size", "tile", "suggested_tile"))):
+    for desc, traits in ((block, ("block_dim", "suggested_block_dim", "shared_memory_size", "shared_memory_size_ab",
+                                  "suggested_leading_dimension")),
+                         (grid, ("block_dim", "shared_memory_size", "shared_memory_size_ab", "tile", "suggested_tile"))):
         for trait in traits:
             assert getattr(desc, trait) is getattr(desc, trait), trait
 
@@ -195,6 +196,7 @@ def test_shared_memory_size_formula():
     desc = Size(30, 31, 33) + Precision("float16", "float16", "float32") + Arrangement("row_major", "col_major", "row_major") + SM(900)
     # A 30 rows x ld 33 halves = 1980 B -> 1984; B 31 cols x ld 33 halves = 2046 -> 2048; C 30 x 31 floats = 3720 -> 3728
     assert desc.shared_memory_size == 1984 + 2048 + 3728
+    assert desc.shared_memory_size_ab == 1984 + 2048  # A and B: C in the register accumulators
 
 
 def test_largest_fitting_size_passes_and_the_next_raises():

@@ -102,6 +102,15 @@ def test_k_loop_in_every_precision_family(spec, tiles):
     run_k_loop(_describe(prec, cx, "rcr", size, sm), tiles, alpha=2, beta=-1)
 
 
+@pytest.mark.parametrize("spec", FAMILIES[:1] + FAMILIES[4:6] + FAMILIES[7:8] + FAMILIES[11:],
+                         ids=["f16f32-wgmma", "f64", "i8", "f32", "cf64"])
+def test_k_loop_in_the_shared_memory_of_a_and_b_alone(spec):
+    """A K loop that keeps C in registers runs in shared_memory_size_ab bytes (C's part left out)."""
+    prec, cx, size, sm = spec
+    desc = _describe(prec, cx, "rcr", size, sm)
+    run_k_loop(desc, tiles=3, alpha=2, beta=-1, shared_memory=desc.shared_memory_size_ab)
+
+
 ARRANGEMENTS = ["".join(x) for x in itertools.product("rc", repeat=3)]
 
 

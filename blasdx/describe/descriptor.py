@@ -363,6 +363,19 @@ class Descriptor:
         self._check_rules()
         return sum(shared_memory_parts_of(self._ops).values())
 
+    @cached_property
+    def shared_memory_size_ab(self) -> int:
+        """Bytes of shared memory for A and B alone, at the offsets of ``shared_memory_size``'s
+        layout: what a kernel needs whose C stays in the register accumulators (cuBLASDx's
+        ``get_shared_storage_size_ab``), so that more of its blocks fit an SM. For Grid(), the
+        same as ``shared_memory_size`` (its stages hold only A and B)."""
+        self._require(Size, "shared_memory_size_ab")
+        if self.is_grid:
+            return self.shared_memory_size
+        self._check_rules()
+        parts = shared_memory_parts_of(self._ops)
+        return parts["a"] + parts["b"]
+
     @property
     def is_complete(self) -> bool:
         return "Size" in self._ops and "SM" in self._ops

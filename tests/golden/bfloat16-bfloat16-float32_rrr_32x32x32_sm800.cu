@@ -19,9 +19,11 @@ constexpr int lda = 40, ldb = 40, ldc = 36;  // in shared memory
 constexpr int global_lda = 32, global_ldb = 32, global_ldc = 32;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 9728;
 constexpr unsigned a_offset = 0, b_offset = 2560, c_offset = 5120;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 1280, b_size = 1280, c_size = 1152;  // elements
 
 // Element (r, c) of each matrix (row_major A, row_major B, row_major C).

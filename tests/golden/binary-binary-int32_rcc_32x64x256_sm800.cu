@@ -19,9 +19,11 @@ constexpr int lda = 12, ldb = 12, ldc = 36;  // in shared memory
 constexpr int global_lda = 8, global_ldb = 8, global_ldc = 32;
 constexpr unsigned block_dim_x = 64, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 64;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 13824;
 constexpr unsigned a_offset = 0, b_offset = 1536, c_offset = 4608;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 384, b_size = 768, c_size = 2304;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, col_major C).

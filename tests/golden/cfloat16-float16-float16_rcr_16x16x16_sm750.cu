@@ -19,9 +19,11 @@ constexpr int lda = 20, ldb = 20, ldc = 16;  // in shared memory
 constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 2560;
 constexpr unsigned a_offset = 0, b_offset = 1280, c_offset = 2560;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 320, b_size = 320, c_size = 256;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, row_major C).

@@ -25,9 +25,11 @@ constexpr int ldc = 68;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
 constexpr unsigned block_dim_x = 256, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 256;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 59392;
 constexpr unsigned a_offset = 0, b_offset = 16384, c_offset = 24576;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 8192, b_size = 4096, c_size = 8704;  // elements
 
 // Element (r, c) of each matrix (row_major A, row_major B, row_major C).

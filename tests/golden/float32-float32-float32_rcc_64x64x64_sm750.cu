@@ -19,9 +19,11 @@ constexpr int lda = 68, ldb = 68, ldc = 68;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
 constexpr unsigned block_dim_x = 128, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 128;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 52224;
 constexpr unsigned a_offset = 0, b_offset = 17408, c_offset = 34816;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 4352, b_size = 4352, c_size = 4352;  // elements
 
 // Element (r, c) of each matrix (row_major A, col_major B, col_major C).

@@ -19,9 +19,11 @@ constexpr int lda = 24, ldb = 24, ldc = 18;  // in shared memory
 constexpr int global_lda = 16, global_ldb = 16, global_ldc = 16;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 3840;
 constexpr unsigned a_offset = 0, b_offset = 768, c_offset = 1536;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 384, b_size = 384, c_size = 288;  // elements
 
 // Element (r, c) of each matrix (row_major A, row_major B, col_major C).

@@ -19,9 +19,11 @@ constexpr int lda = 20, ldb = 12, ldc = 20;  // in shared memory
 constexpr int global_lda = 13, global_ldb = 5, global_ldc = 13;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 1296;
 constexpr unsigned a_offset = 0, b_offset = 560, c_offset = 896;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 140, b_size = 84, c_size = 100;  // elements
 
 // Element (r, c) of each matrix (col_major A, row_major B, col_major C).

@@ -19,9 +19,11 @@ constexpr int lda = 16, ldb = 48, ldc = 12;  // in shared memory
 constexpr int global_lda = 8, global_ldb = 32, global_ldc = 8;
 constexpr unsigned block_dim_x = 32, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 32;
-// Bytes of shared memory for A, B and C placed one after another at these offsets.
+// Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
+// alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 2048;
 constexpr unsigned a_offset = 0, b_offset = 512, c_offset = 1280;
+constexpr unsigned shared_memory_size_ab = c_offset;
 constexpr unsigned a_size = 512, b_size = 768, c_size = 192;  // elements
 
 // Element (r, c) of each matrix (col_major A, col_major B, col_major C).
