@@ -197,6 +197,8 @@ def test_shared_memory_size_formula():
     # A 30 rows x ld 33 halves = 1980 B -> 1984; B 31 cols x ld 33 halves = 2046 -> 2048; C 30 x 31 floats = 3720 -> 3728
     assert desc.shared_memory_size == 1984 + 2048 + 3728
     assert desc.shared_memory_size_ab == 1984 + 2048  # A and B: C in the register accumulators
+    explained = (desc + Block()).explain()
+    assert "shared memory: 7760 bytes (A and B alone" in explained and ": 4032, shared_memory_size_ab)" in explained
 
 
 def test_largest_fitting_size_passes_and_the_next_raises():

@@ -77,7 +77,8 @@ def explain(desc: Descriptor) -> str:
             f"bytes{' ' + swizzled if swizzled else ''}, copied {x.vector_bytes} bytes at a time"
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
         )
-    lines.append(f"shared memory: {p.shared_memory_size} bytes; alpha/beta as {p.scalar_type}")
+    lines.append(f"shared memory: {p.shared_memory_size} bytes (A and B alone, for a kernel whose C stays in the "
+                 f"register accumulators: {p.c.smem_offset}, shared_memory_size_ab); alpha/beta as {p.scalar_type}")
     suggested = desc.suggested_leading_dimension
     unpadded = [x for x, ld in zip((p.a, p.b, p.c), suggested) if not x.swizzle and x.ld != ld]
     if unpadded:
