@@ -538,9 +538,9 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
 // takes it for such C; pairs (half a sector an instruction) are kept for shared memory and for
 // mma.sync tiles, where quads measured slower.
 template <class Index, class CLoad, class CStore>
-__device__ __forceinline__ void store_tile_quads(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
-                                                 Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
-                                                 const CStore& c_store) {
+__device__ __forceinline__ void store_tile_quads_to_global(const tile_accumulator& acc, const worker& w, tile_position at,
+                                                           c_t* c, Index ld, const scalar_t& alpha, const scalar_t& beta,
+                                                           const CLoad& c_load, const CStore& c_store) {
   const bool odd = w.t & 1;
 #pragma unroll
   for (int i = 0; i < pm; ++i)
@@ -797,7 +797,8 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 #pragma unroll
       for (int p = 0; p < passes; ++p)
         if (has_tile(acc, p))
-          store_tile_quads(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), c, ldc, alpha, beta, c_load, c_store);
+          store_tile_quads_to_global(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), c, ldc, alpha, beta,
+                                     c_load, c_store);
       return;
     }
   }
