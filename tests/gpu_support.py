@@ -160,3 +160,27 @@ def run_and_check(desc, rng, batch=3, alpha=1.0, beta=0.0, lds=None, seed=None, 
     assert err <= limit, f"{desc!r}: error {err:.3g} > {limit:.3g} (seed {seed}, batch {batch}, alpha {alpha}, beta {beta})"
     assert c.padding_untouched(snapshot), f"{desc!r}: C's leading-dimension padding was written"
     return err
+
+
+def assert_stops_with_a_trap(script: str) -> None:
+    """Run ``script``, which defines ``launch()`` (a kernel launch meant to reach __trap()), in a
+    child process, since a trap ends the CUDA context, and assert that the launch stopped with a
+    launch failure (the trap) rather than ran on or failed some other way."""
+    import subprocess
+    import sys
+
+    check = script + '''
+import sys
+import cupy
+try:
+    launch()
+    cupy.cuda.runtime.deviceSynchronize()
+except cupy.cuda.runtime.CUDARuntimeError as error:
+    print("stopped:", error)
+    sys.exit(0)
+print("ran on")
+sys.exit(1)
+'''
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stopped:" in result.stdout and "LaunchFailure" in result.stdout, result.stdout

@@ -14,7 +14,7 @@ import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, MaxAlignment, Precision, Size, Type
 from blasdx.runtime.arguments import scalar
 
-from .gpu_support import Operand, bound, relative_error
+from .gpu_support import Operand, assert_stops_with_a_trap, bound, relative_error
 from .test_accumulator_api import CHAINED, EDGES, KERNELS, chained_descriptors
 
 pytestmark = pytest.mark.gpu
@@ -140,9 +140,7 @@ def test_threads_and_extra_threads(prec, size, threads):
 
 
 PARTIAL_WARP = r'''
-import sys
 import cupy
-import numpy as np
 from blasdx import Arrangement, Block, Precision, SM, Size, compile_kernel
 desc = Size(32, 32, 32) + Precision("float16") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
 kernel = compile_kernel(desc.device_source("g") + """
@@ -160,28 +158,15 @@ a, b = cupy.ones((32, 32), cupy.float16), cupy.ones((32, 32), cupy.float16)
 c = cupy.zeros((32, 32), cupy.float16)
 kernel((1,), (64,), (a, b, c), shared_mem=desc.shared_memory_size)  # a whole warp past BlockDim: runs
 assert bool((c == 32).all()), c
-try:
-    kernel((1,), (48,), (a, b, c), shared_mem=desc.shared_memory_size)  # half a warp past it: stops
-    cupy.cuda.runtime.deviceSynchronize()
-except cupy.cuda.runtime.CUDARuntimeError as error:
-    print("stopped:", error)
-    sys.exit(0)
-print("ran on")
-sys.exit(1)
+launch = lambda: kernel((1,), (48,), (a, b, c), shared_mem=desc.shared_memory_size)  # half a warp past it: stops
 '''
 
 
 def test_a_block_ending_in_part_of_a_warp_past_blockdim_stops():
     """Threads past a BlockDim whose threads all work multiply a worker's tiles with mma.sync and
     ldmatrix, which need whole warps: a launch of more threads than BlockDim that ends in part of
-    a warp stops (a trap) instead of running those on missing lanes; a whole extra warp runs. In a
-    child process, since a trap ends the CUDA context."""
-    import subprocess
-    import sys
-
-    result = subprocess.run([sys.executable, "-c", PARTIAL_WARP], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "stopped:" in result.stdout and "LaunchFailure" in result.stdout
+    a warp stops (a trap) instead of running those on missing lanes; a whole extra warp runs."""
+    assert_stops_with_a_trap(PARTIAL_WARP)
 
 
 @pytest.mark.parametrize("prec, size, arr", [

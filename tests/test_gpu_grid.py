@@ -26,7 +26,7 @@ from blasdx import (
     compile_kernel,
 )
 
-from .gpu_support import Operand, relative_error, run_and_check
+from .gpu_support import Operand, assert_stops_with_a_trap, relative_error, run_and_check
 
 pytestmark = pytest.mark.gpu
 
@@ -196,7 +196,6 @@ extern "C" __global__ void squares(const g::a_t* a, const g::b_t* b, float* c) {
 
 
 MISPLACED_STAGES = r'''
-import sys
 import cupy
 from blasdx import Arrangement, Grid, Precision, SM, Size, compile_kernel
 desc = (Size(333, 250, 190) + Precision(*PREC)
@@ -212,14 +211,7 @@ assert "__trap()" in source
 a = cupy.ones((333, 190), DTYPE)
 b = cupy.ones((250, 190), DTYPE).T
 kernel = compile_kernel(source, "misplaced")
-try:
-    kernel((1,), desc.block_dim, (a, b), shared_mem=desc.shared_memory_size + OFFSET)
-    cupy.cuda.runtime.deviceSynchronize()
-except cupy.cuda.runtime.CUDARuntimeError as error:
-    print("stopped:", error)
-    sys.exit(0)
-print("ran on")
-sys.exit(1)
+launch = lambda: kernel((1,), desc.block_dim, (a, b), shared_mem=desc.shared_memory_size + OFFSET)
 '''
 
 
@@ -228,15 +220,9 @@ sys.exit(1)
 def test_the_mainloop_stops_on_stages_off_their_boundary(prec, dtype, offset):
     """mainloop's wgmma read A and B at 1024-byte boundaries, and the FMA tiles' 16-byte loads at
     16-byte ones, without testing each K tile: a user kernel whose smem lies elsewhere stops (a
-    trap) rather than compute garbage or fault. In a child process, since a trap ends the CUDA
-    context."""
-    import subprocess
-    import sys
-
+    trap) rather than compute garbage or fault (a misaligned load would fail otherwise)."""
     script = f"PREC, DTYPE, OFFSET = {prec!r}, {dtype!r}, {offset}\n" + MISPLACED_STAGES.replace("DTYPE)", "getattr(cupy, DTYPE))")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "stopped:" in result.stdout and "LaunchFailure" in result.stdout  # the trap, not a misaligned load
+    assert_stops_with_a_trap(script)
 
 
 SPLIT_K = [  # precisions, complex, size, batch, hooks
