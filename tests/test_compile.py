@@ -4,6 +4,7 @@ every SM the installed NVRTC supports, golden renders, determinism and CompileEr
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,10 +102,43 @@ def test_batched_fma_kernel_keeps_c_in_registers_where_its_accesses_coalesce(siz
     desc = Size(*size) + Precision("float32") + Arrangement(*(layouts[x] for x in arrangement)) + SM(900) + Block()
     kplan = kernel_plan(desc.plan)
     assert kplan.c_in_registers == expected
-    assert (kplan.c.smem_bytes == 0) == expected
+    assert (kplan.c.smem_bytes == 0) == (expected and not kplan.c_staged_16_bytes)  # a staged C keeps its tile
     assert ("C read into and written from registers" in desc.explain()) == expected
     source = desc.source
     assert ("execute_global_c(alpha" in source) == expected and ("store_c(sc" in source) != expected
+
+
+STAGED_16_BYTES = [  # size, precision, SM, data alignment, staged (C in registers in each case)
+    ((32, 32, 32), "float16", 900, 16, True),
+    ((16, 16, 16), "float16", 900, 16, True),
+    ((32, 32, 64), "bfloat16", 900, 16, True),
+    ((32, 32, 32), "float16", 800, 16, False),  # stmatrix is SM 900's
+    ((32, 32, 32), "float16", 900, 8, False),  # C's items not on 16-byte boundaries
+    ((30, 30, 20), "float16", 900, 16, False),  # rows of 60 bytes: not whole 16-byte pieces
+    ((32, 32, 32), "float64", 900, 16, False),  # pairs of doubles are 16 bytes already
+]
+
+
+@pytest.mark.parametrize("size,precision,sm,alignment,staged", STAGED_16_BYTES,
+                         ids=[f"{p}-{'x'.join(map(str, s))}-sm{sm}-a{a}" for s, p, sm, a, _ in STAGED_16_BYTES])
+def test_batched_kernel_moves_16_bit_c_16_bytes_a_lane(size, precision, sm, alignment, staged):
+    """One-warp 16-bit C in registers on SM 900, 16-byte aligned in whole 16-byte pieces: the
+    batched kernel reads and writes it 16 bytes a lane (st.global.v4 and ld.global.v4) through
+    C's padded tile in shared memory (stmatrix, ldmatrix), not in 4-byte pairs."""
+    desc = Size(*size) + Precision(precision) + Arrangement("row_major", "row_major", "row_major") + SM(sm) + Block()
+    plan = with_alignment(desc.plan, (16, 16, alignment))
+    kplan = kernel_plan(plan)
+    assert kplan.c_in_registers and kplan.c_staged_16_bytes == staged
+    assert (kplan.c.smem_bytes > 0) == staged
+    if alignment == 16:  # explain() assumes 16-byte aligned arrays, as CuPy and PyTorch allocate them
+        assert ("16 bytes a lane through its tile in shared memory" in desc.explain()) == staged
+    if sm in supported_archs():
+        from .test_accumulator_api import ptx_of
+        ptx = ptx_of(kernel_source(plan), kplan.kernel_name, sm)
+        assert ("stmatrix" in ptx) == staged
+        if precision != "float64":  # 16-bit C: 16-byte stores where staged, 4-byte pairs otherwise
+            assert bool(re.search(r"st\.global\.v4\.b32", ptx)) == staged
+            assert bool(re.search(r"st\.global\.(b32|u32|v2\.[bu]16)\s", ptx)) != staged
 
 
 TENSOR_C_PLACEMENT = [  # size, precision, C layout, threads (None: suggested), C in registers
@@ -130,7 +164,7 @@ def test_batched_kernel_places_c_by_the_measured_rule(size, precision, c_layout,
         desc = desc + BlockDim(threads)
     kplan = kernel_plan(with_alignment(desc.plan, (16, 16, 16)))
     assert kplan.c_in_registers == expected
-    assert (kplan.c.smem_bytes == 0) == expected
+    assert (kplan.c.smem_bytes == 0) == (expected and not kplan.c_staged_16_bytes)  # a staged C keeps its tile
     if expected and kplan.instruction.is_mma:
         source = kernel_source(with_alignment(desc.plan, (16, 16, 16)))
         assert "execute_global_c(alpha" in source and "load_c(" not in source.split("extern \"C\"")[-1]

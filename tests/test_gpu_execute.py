@@ -31,6 +31,27 @@ pytestmark = pytest.mark.gpu
 
 SEED = int(np.random.SeedSequence().entropy % 2**31)
 
+STAGED_C = [((32, 32, 32), "float16"), ((16, 16, 16), "float16"), ((32, 32, 64), "bfloat16")]
+
+
+@pytest.mark.parametrize("size,precision", STAGED_C, ids=[f"{p}-{'x'.join(map(str, s))}" for s, p in STAGED_C])
+def test_16_bit_c_moved_16_bytes_a_lane(size, precision):
+    """One-warp 16-bit C on SM 900 (kernel_plan's c_staged_16_bytes): read and written 16 bytes
+    a lane through its padded tile in shared memory. alpha and beta; C poisoned where beta = 0;
+    at ldc = n + 8 (whole 16-byte pieces still) the padding between C's rows stays untouched."""
+    from blasdx.plan import kernel_plan, with_alignment
+
+    desc = Size(*size) + Precision(precision) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+    assert kernel_plan(with_alignment(desc.plan, (16, 16, 16))).c_staged_16_bytes
+    run_and_check(desc, _rng(), batch=7, alpha=1.5, beta=0.5, seed=SEED)
+    run_and_check(desc, _rng(), batch=3, beta=0, seed=SEED)
+    m, n, k = size
+    padded = desc + LeadingDimension(k, n, n + 8)
+    # C in registers takes rows of at most 64 bytes (keeps_c_in_registers): 16^3 keeps its staging
+    assert kernel_plan(with_alignment(padded.plan, (16, 16, 16))).c_staged_16_bytes == (2 * (n + 8) <= 64)
+    run_and_check(padded, _rng(), batch=3, alpha=2, beta=-1, seed=SEED)
+
+
 # (a, b, c, complex): every path blasdx has (tensor-core and FMA), real and complex.
 PRECISIONS = [
     ("float16", "float16", "float32", False),

@@ -188,11 +188,13 @@ def test_bias_and_epilogue_on_float_micro_tiles(arrangement):
 
 
 @pytest.mark.parametrize("precisions,size", [(("float64",) * 3, (32, 32, 32)), (("float64",) * 3, (30, 30, 20)),
-                                             (("float16",) * 3, (30, 30, 20))],
-                         ids=["f64-32", "f64-30x30x20", "f16-30x30x20"])
+                                             (("float16",) * 3, (30, 30, 20)), (("float16",) * 3, (32, 32, 32)),
+                                             (("float16",) * 3, (32, 32, 64))],
+                         ids=["f64-32", "f64-30x30x20", "f16-30x30x20", "f16-32-staged", "f16-32x32x64-staged"])
 def test_bias_and_epilogue_with_tensor_core_c_in_registers(precisions, size):
     """Row-major float64 C (and 16-bit C of one warp tile) on tensor cores goes between
-    global memory and registers in pairs; the bias and the epilogue still see each element's own row and column, and a
+    global memory and registers in pairs (16-bit C of whole 16-byte pieces: 16 bytes a lane,
+    through shared memory); the bias and the epilogue still see each element's own row and column, and a
     partial warp tile (30x30) passes no element outside m x n to them."""
     import cupy
 

@@ -124,6 +124,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "pipelined_fragments": plan.pipelined_fragments,
         "fma_pairs": plan.fma_thread_pairs,
         "c_in_registers": plan.c_in_registers,
+        "c_staged_16_bytes": plan.c_staged_16_bytes,
         "c_vector": plan.c_vector,
         "workers_text": f"{plan.warps} warps" if instr.is_mma else f"{plan.threads} threads",
     }

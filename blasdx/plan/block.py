@@ -110,6 +110,10 @@ class GemmPlan:
     # The batched kernel keeps C in registers, between global memory and the products, not
     # in shared memory (see blasdx.plan.kernel). False for the device function.
     c_in_registers: bool = False
+    # With C in registers: 16-bit C of one warp's whole tile moves between global memory and the
+    # registers 16 bytes a lane, through a padded tile in shared memory (ldmatrix / stmatrix; see
+    # blasdx.plan.kernel.stages_c_in_16_byte_pieces). False for the device function.
+    c_staged_16_bytes: bool = False
     # float64 mma Grid() tiles with A and B K-major: the K loop, unrolled, loads the next step's
     # fragments into a second set of registers while the current step multiplies (see make_plan).
     pipelined_fragments: bool = False

@@ -99,7 +99,9 @@ def explain(desc: Descriptor) -> str:
     lines.append(f"  copies to shared memory: {copies}; shared-memory leading dimensions {lds}"
                  + (" (padded against bank conflicts)" if padded else ""))
     lines.append(
-        "  " + ("C read into and written from registers by each thread, not staged in shared memory"
+        "  " + (("C read into and written from registers by each thread, 16 bytes a lane through its tile in "
+                 "shared memory (ldmatrix, stmatrix)" if launched.c_staged_16_bytes else
+                 "C read into and written from registers by each thread, not staged in shared memory")
                 if launched.c_in_registers else "C staged in shared memory and copied back")
         + "; " + ("two items in flight per block (the next item's copies overlap this GEMM)"
                   if launched.pipeline_stages == 2 else "one item at a time per block")

@@ -91,6 +91,24 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
     return stages_with_c_staged == 1 and plan.a.layout == c.layout
 
 
+def stages_c_in_16_byte_pieces(plan: GemmPlan) -> bool:
+    """Whether the batched kernel, holding 16-bit C in registers (keeps_c_in_registers: one
+    warp's tile is the whole of C), moves C between global memory and the registers 16 bytes a
+    lane through a padded tile in shared memory (read back into the mma fragment layout by
+    ldmatrix, written out of it by stmatrix) instead of in 4-byte pairs, as Triton's kernels
+    do: pairs fill half of a 32-byte sector an instruction. H100, 32^3 float16 x 1 GiB, beta 0.5
+    (.probe/stm2.py): 94.1-94.6% of copy in pairs, 96.3-96.6% in 16-byte pieces (95.4-95.8% with
+    only the writes staged; C read by cp.async into the tile instead: 89.9%). SM 900 (stmatrix),
+    C row-major and 16-byte aligned with rows of whole 16-byte pieces, the tile a multiple of
+    32 pieces and of two instruction tiles wide (ldmatrix.x4)."""
+    c = plan.c
+    return (plan.c_in_registers and plan.instruction.is_mma and not plan.instruction.is_wgmma and plan.sm >= 900
+            and c.element_size == 2 and c.layout == "row_major" and plan.tiles == 1
+            and plan.m == plan.tile_m and plan.n == plan.tile_n and plan.tile_n % 16 == 0
+            and c.vector_bytes >= 16 and c.ld * c.element_size % 16 == 0
+            and plan.tile_m * plan.tile_n * c.element_size // 16 % 32 == 0)
+
+
 def shared_layout(plan: GemmPlan, pad: bool, without_c: bool) -> tuple[dict[str, MatrixPlan], int]:
     """A, B and C of a kernel's block GEMM one after another in shared memory (C left out
     where ``without_c``), each leading dimension padded against bank conflicts where
@@ -129,9 +147,10 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
 
     mats, size = fitting_layout(False)
     c_in_registers = keeps_c_in_registers(plan, pipeline_stages(plan.sm, plan.overrides))
-    if c_in_registers:
-        mats, size = fitting_layout(True)
-    elif size == plan.shared_memory_size:
+    staged_16_bytes = c_in_registers and stages_c_in_16_byte_pieces(replace(plan, c_in_registers=True))
+    if c_in_registers and not staged_16_bytes:
+        mats, size = fitting_layout(True)  # C's padded tile stays where it is staged 16 bytes at a time
+    elif not c_in_registers and size == plan.shared_memory_size:
         return plan
     return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
-                   pipeline_stages=pipeline_stages(plan.sm, plan.overrides))
+                   c_staged_16_bytes=staged_16_bytes, pipeline_stages=pipeline_stages(plan.sm, plan.overrides))

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm750_cf16f16f16_16x16x16_rcr_t32_b61aa3a9
+// blasdx block GEMM blasdx_gemm_sm750_cf16f16f16_16x16x16_rcr_t32_cd6f1345
 //   16x16x16, fma, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -242,7 +242,7 @@ __device__ __forceinline__ void load_tile_c(tile_c& cv, const worker&, tile_posi
 
 template <class CLoad, class CStore>
 __device__ __forceinline__ void store_tile_c(const tile_accumulator& acc, tile_c& cv, const worker&, tile_position at,
-                                             c_t* gc, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                             c_t* gc, c_t*, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                              const CStore& c_store) {
 #pragma unroll
   for (int i = 0; i < tile_m; ++i)
@@ -291,7 +291,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
-                                                 c_t* gc, const ALoad& a_load = {}, const BLoad& b_load = {},
+                                                 c_t* gc, c_t* c_stage, const ALoad& a_load = {}, const BLoad& b_load = {},
                                                  const CLoad& c_load = {}, const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
   if (rank >= workers) return;
@@ -304,7 +304,7 @@ __device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_
     tile_accumulator acc;
     zero_tile(acc);
     multiply_tile(acc, w, at, sa, sb, a_load, b_load);
-    store_tile_c(acc, cv, w, at, gc, alpha, beta, c_load, c_store);
+    store_tile_c(acc, cv, w, at, gc, c_stage, alpha, beta, c_load, c_store);
   }
 }
 
@@ -462,7 +462,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_cf16f16f16_16x16x16_rcr_t32_b61aa3a9(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm750_cf16f16f16_16x16x16_rcr_t32_cd6f1345(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -482,7 +482,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
     b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
     c_t* sc = static_cast<c_t*>(c) + item * stride_c;  // C stays in global memory (execute_global_c)
-    execute_global_c(alpha, sa, sb, beta, sc);
+    execute_global_c(alpha, sa, sb, beta, sc, reinterpret_cast<c_t*>(base + c_offset));
     __syncthreads();  // every thread is done with this stage before it is loaded again
     if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }
