@@ -102,9 +102,8 @@ def stages_c_in_16_byte_pieces(plan: GemmPlan) -> bool:
     C row-major and 16-byte aligned with rows of whole 16-byte pieces, the tile a multiple of
     32 pieces and of two instruction tiles wide (ldmatrix.x4)."""
     c = plan.c
-    return (plan.c_in_registers and plan.instruction.is_mma and not plan.instruction.is_wgmma and plan.sm >= 900
-            and c.element_size == 2 and c.layout == "row_major" and plan.tiles == 1
-            and plan.m == plan.tile_m and plan.n == plan.tile_n and plan.tile_n % 16 == 0
+    return (plan.instruction.is_mma and not plan.instruction.is_wgmma and plan.sm >= 900
+            and c.element_size == 2 and c.layout == "row_major" and plan.tiles == 1 and plan.m == plan.tile_m and plan.n == plan.tile_n and plan.tile_n % 16 == 0
             and c.vector_bytes >= 16 and c.ld * c.element_size % 16 == 0
             and plan.tile_m * plan.tile_n * c.element_size // 16 % 32 == 0)
 
@@ -147,9 +146,9 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
 
     mats, size = fitting_layout(False)
     c_in_registers = keeps_c_in_registers(plan, pipeline_stages(plan.sm, plan.overrides))
-    staged_16_bytes = c_in_registers and stages_c_in_16_byte_pieces(replace(plan, c_in_registers=True))
-    if c_in_registers and not staged_16_bytes:
-        mats, size = fitting_layout(True)  # C's padded tile stays where it is staged 16 bytes at a time
+    staged_16_bytes = c_in_registers and stages_c_in_16_byte_pieces(plan)
+    if c_in_registers and not staged_16_bytes:  # C leaves shared memory; staged, it keeps its padded tile
+        mats, size = fitting_layout(True)
     elif not c_in_registers and size == plan.shared_memory_size:
         return plan
     return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
