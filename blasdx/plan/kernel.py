@@ -103,7 +103,8 @@ def stages_c_in_16_byte_pieces(plan: GemmPlan) -> bool:
     32 pieces and of two instruction tiles wide (ldmatrix.x4)."""
     c = plan.c
     return (plan.instruction.is_mma and not plan.instruction.is_wgmma and plan.sm >= 900
-            and c.element_size == 2 and c.layout == "row_major" and plan.tiles == 1 and plan.m == plan.tile_m and plan.n == plan.tile_n and plan.tile_n % 16 == 0
+            and c.element_size == 2 and c.layout == "row_major"
+            and plan.tiles == 1 and plan.m == plan.tile_m and plan.n == plan.tile_n and plan.tile_n % 16 == 0
             and c.vector_bytes >= 16 and c.ld * c.element_size % 16 == 0
             and plan.tile_m * plan.tile_n * c.element_size // 16 % 32 == 0)
 
