@@ -141,6 +141,53 @@ def test_batched_kernel_moves_16_bit_c_16_bytes_a_lane(size, precision, sm, alig
             assert bool(re.search(r"st\.global\.(b32|u32|v2\.[bu]16)\s", ptx)) != staged
 
 
+@pytest.mark.parametrize("precision, size, sm, overrides, asynchronous", [
+    ("float16", (32, 32, 32), 900, None, False),  # one stage on SM 900: plain loads
+    ("float32", (64, 64, 64), 900, None, False),  # FMA
+    ("float16", (64, 64, 64), 900, None, False),  # C staged in shared memory, copied in likewise
+    ("float32", (32, 32, 32), 900, PlanOverrides(pipeline_stages=2), True),  # the next item's copies run on
+    ("float16", (32, 32, 32), 800, None, True),  # not measured below SM 900: cp.async kept
+    ("complex", (32, 32, 32), 900, None, True),  # complex float32 lost with plain loads
+])
+def test_batched_kernel_copies_with_cp_async_only_where_copies_run_on(precision, size, sm, overrides, asynchronous):
+    """With one item at a time, every copy into shared memory is waited for at once: on SM 900
+    the batched kernel copies by ld.global and st.shared, which measured faster than cp.async."""
+    desc = (Size(*size) + Precision("float32" if precision == "complex" else precision)
+            + Arrangement("row_major", "row_major", "row_major") + SM(sm) + Block())
+    if precision == "complex":
+        desc = desc + Type("complex")
+    plan = with_alignment(blasdx.pipeline.plan(desc, overrides), (16, 16, 16))
+    kplan = kernel_plan(plan)
+    assert kplan.use_cp_async == asynchronous
+    assert desc.plan.use_cp_async  # the device API's load_a / load_b keep cp.async
+    if sm in supported_archs():
+        from .test_accumulator_api import ptx_of
+        ptx = ptx_of(kernel_source(plan), kplan.kernel_name, sm)
+        assert ("cp.async.cg.shared.global" in ptx) == asynchronous
+        assert bool(re.search(r"st\.shared\.v4", ptx)) or asynchronous
+
+
+@pytest.mark.parametrize("precision, size, ctype", [
+    ("float16", (32, 32, 32), None), ("float16", (16, 16, 16), None), ("float32", (64, 64, 64), None),
+    ("float64", (32, 32, 32), None), ("float32", (32, 32, 32), "complex"),
+])
+def test_batched_kernel_reads_c_in_registers_before_it_waits_for_a_and_b(precision, size, ctype):
+    """Where C stays in registers, the loads of a thread's first tile of C go out with A's and
+    B's copies, before the barrier that waits for them: one wait covers all three."""
+    desc = Size(*size) + Precision(precision) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
+    if ctype:
+        desc = desc + Type(ctype)
+    plan = with_alignment(desc.plan, (16, 16, 16))
+    kplan = kernel_plan(plan)
+    assert kplan.c_in_registers
+    from .test_accumulator_api import ptx_of
+    ptx = ptx_of(kernel_source(plan), kplan.kernel_name, 900)
+    before_wait = ptx[ptx.index(".entry"):ptx.index("bar.sync")]
+    copies = sum(x.outer * x.inner * x.element_size // x.vector_bytes for x in (kplan.a, kplan.b)) // kplan.threads
+    loads = len(re.findall(r"\bld\.global\.", before_wait)) + len(re.findall(r"\bcp\.async\.c[ag]\.", before_wait))
+    assert loads > copies, (loads, copies)
+
+
 TENSOR_C_PLACEMENT = [  # size, precision, C layout, threads (None: suggested), C in registers
     ((32, 32, 32), "float64", "row_major", None, True),  # 16-byte pairs
     ((32, 32, 32), "float64", "col_major", None, False),  # pairs run along rows only
@@ -290,7 +337,9 @@ def test_batched_kernel_keeps_the_layout_when_padding_would_not_fit():
     desc = describe(("float64", "float64", "float64"), False, "rrr", (128, 128, 48), 900)
     padded = sum(x.outer * (x.ld + 2) * 8 for x in (desc.plan.a, desc.plan.b, desc.plan.c))  # 16 more bytes a run
     assert desc.shared_memory_size <= 227 * 1024 < padded
-    assert kernel_plan(desc.plan) is desc.plan
+    launched = kernel_plan(desc.plan)
+    assert (launched.a, launched.b, launched.c) == (desc.plan.a, desc.plan.b, desc.plan.c)
+    assert launched.shared_memory_size == desc.shared_memory_size
 
 
 NVRTC_PTXAS_LOG = """ptxas info    : 0 bytes gmem

@@ -91,7 +91,7 @@ def explain(desc: Descriptor) -> str:
     lds = ", ".join(f"{x.name.upper()} {'swizzled' if x.swizzle else x.smem_ld}" for x in in_smem)
     padded = any(x.smem_ld != x.ld for x in in_smem)
     copies = ", ".join(f"{x.name.upper()} {x.vector_bytes} bytes at a time"
-                       + (" (cp.async)" if launched.use_cp_async and x.vector_bytes >= 4 else "")
+                       + (" (cp.async)" if launched.use_cp_async and x.vector_bytes >= 4 else " (ld.global, st.shared)")
                        for x in in_smem)
     lines.append(f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches "
                  f"{launched.kernel_name}:")

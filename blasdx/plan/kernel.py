@@ -146,11 +146,26 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
         return (mats, size) if size <= limit else shared_layout(plan, False, c_in_registers)
 
     mats, size = fitting_layout(False)
-    c_in_registers = keeps_c_in_registers(plan, pipeline_stages(plan.sm, plan.overrides))
+    stages = pipeline_stages(plan.sm, plan.overrides)
+    c_in_registers = keeps_c_in_registers(plan, stages)
     staged_16_bytes = c_in_registers and stages_c_in_16_byte_pieces(plan)
     if c_in_registers and not staged_16_bytes:  # C leaves shared memory; staged, it keeps its padded tile
         mats, size = fitting_layout(True)
-    elif not c_in_registers and size == plan.shared_memory_size:
-        return plan
     return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
-                   c_staged_16_bytes=staged_16_bytes, pipeline_stages=pipeline_stages(plan.sm, plan.overrides))
+                   c_staged_16_bytes=staged_16_bytes, pipeline_stages=stages,
+                   use_cp_async=copies_asynchronously(plan, stages))
+
+
+def copies_asynchronously(plan: GemmPlan, stages: int) -> bool:
+    """Whether the batched kernel copies A, B (and a staged C) into shared memory with
+    cp.async. With two stages it must: the copies of a block's next item run on while this
+    item multiplies. With one stage every copy is waited for at once, and on SM 900 plain
+    loads into registers stored to shared memory (ld.global, st.shared) move the same bytes
+    faster. H100, 1 GiB batches, beta 0.5, GB/s, medians of four or five alternating rounds
+    (benchmarks/RESULTS.md, seventeenth session), with C's first loads ahead of A's and B's
+    (kernel.cu.j2): 16^3 float16 2610 -> 3032, 32^3 float16 2832 -> 3017, 48^3 float16 CCC
+    2661 -> 2950, 32^3 tfloat32 2618 -> 2876, 20x36x28 float32 2751 -> 2975, 64^3 float32
+    2882 -> 2991, fourteen other shapes within 1% or better; complex float32 32^3 lost (2886
+    -> 2606, also without C ahead), so complex GEMMs keep cp.async, as do older SMs, not
+    measured."""
+    return plan.use_cp_async and (stages == 2 or plan.sm < 900 or plan.is_complex)

@@ -660,9 +660,14 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     blasdx::copy_commit();
   };
   int stage = 0;
-  if (blockIdx.x < batch) start_loads(blockIdx.x, 0);
-  for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
+  // Every thread of the block calls it: on return, item's A and B (and a staged C) are in
+  // shared memory.
+  auto copy_in = [&](long long item) {
+    start_loads(item, 0);
     blasdx::copy_wait_prior<0>();
+  };
+  for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
+    copy_in(item);
     unsigned char* base = smem + stage * shared_memory_size;
     a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
     b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
@@ -670,6 +675,5 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     execute(alpha, sa, sb, beta, sc);
     store_c(sc, static_cast<c_t*>(c) + item * stride_c);
     __syncthreads();  // every thread is done with this stage before it is loaded again
-    if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }
 }

@@ -285,22 +285,29 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 }
 
 // For the batched kernel: the same GEMM with C in global memory (leading dimension
-// global_ldc). Each thread reads its part of C into registers before its products (the
-// loads overlap them) and writes the results straight back. No barrier at the end: the
-// caller synchronizes.
-template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
+// global_ldc). Each thread reads its part of C into registers before its products and writes
+// the results straight back.
+// Every thread of the block calls it, and copy_in (which puts A and B in shared memory
+// and synchronizes the block) after the loads of its first tile of C: one wait covers A, B
+// and C. No barrier at the end: the caller synchronizes.
+template <class CopyIn, class ALoad = blasdx::identity, class BLoad = blasdx::identity, class CLoad = blasdx::identity,
           class CStore = blasdx::identity>
 __device__ __forceinline__ void execute_global_c(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
-                                                 c_t* gc, c_t* c_stage, const ALoad& a_load = {}, const BLoad& b_load = {},
-                                                 const CLoad& c_load = {}, const CStore& c_store = {}) {
+                                                 c_t* gc, c_t* c_stage, const CopyIn& copy_in, const ALoad& a_load = {},
+                                                 const BLoad& b_load = {}, const CLoad& c_load = {},
+                                                 const CStore& c_store = {}) {
   const int rank = blasdx::thread_rank();
-  if (rank >= workers) return;
-  const worker w(rank);
+  const bool works = rank < workers;
+  const worker w(works ? rank : 0);
   const bool read_c = !blasdx::is_zero(beta);
-  for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
+  const int first = first_tile(rank);
+  tile_c cv;
+  if (works && first < tiles && read_c) load_tile_c(cv, w, tile_origin(first), gc);
+  copy_in();
+  if (!works) return;
+  for (int tile = first; tile < tiles; tile += tile_step) {
     const tile_position at = tile_origin(tile);
-    tile_c cv;
-    if (read_c) load_tile_c(cv, w, at, gc);
+    if (tile != first && read_c) load_tile_c(cv, w, at, gc);
     tile_accumulator acc;
     zero_tile(acc);
     multiply_tile(acc, w, at, sa, sb, a_load, b_load);
@@ -475,15 +482,19 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     blasdx::copy_commit();
   };
   int stage = 0;
-  if (blockIdx.x < batch) start_loads(blockIdx.x, 0);
-  for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
+  // Every thread of the block calls it: on return, item's A and B (and a staged C) are in
+  // shared memory.
+  auto copy_in = [&](long long item) {
+    start_loads(item, 0);
     blasdx::copy_wait_prior<0>();
+  };
+  for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
     unsigned char* base = smem + stage * shared_memory_size;
     a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
     b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
-    c_t* sc = static_cast<c_t*>(c) + item * stride_c;  // C stays in global memory (execute_global_c)
-    execute_global_c(alpha, sa, sb, beta, sc, reinterpret_cast<c_t*>(base + c_offset));
+    // C stays in global memory: execute_global_c reads it into registers before it calls copy_in
+    c_t* sc = static_cast<c_t*>(c) + item * stride_c;
+    execute_global_c(alpha, sa, sb, beta, sc, reinterpret_cast<c_t*>(base + c_offset), [&] { copy_in(item); });
     __syncthreads();  // every thread is done with this stage before it is loaded again
-    if (item + gridDim.x < batch) start_loads(item + gridDim.x, 0);
   }
 }
