@@ -165,7 +165,9 @@ def copies_asynchronously(plan: GemmPlan, stages: int) -> bool:
     (benchmarks/RESULTS.md, seventeenth session), with C's first loads ahead of A's and B's
     (kernel.cu.j2): 16^3 float16 2610 -> 3032, 32^3 float16 2832 -> 3017, 48^3 float16 CCC
     2661 -> 2950, 32^3 tfloat32 2618 -> 2876, 20x36x28 float32 2751 -> 2975, 64^3 float32
-    2882 -> 2991, fourteen other shapes within 1% or better; complex float32 32^3 lost (2886
-    -> 2606, also without C ahead), so complex GEMMs keep cp.async, as do older SMs, not
-    measured."""
-    return plan.use_cp_async and (stages == 2 or plan.sm < 900 or plan.is_complex)
+    2882 -> 2991, fourteen other shapes within 1% or better. Kept: complex GEMMs (complex
+    float32 32^3 lost, 2886 -> 2606, also without C ahead); wgmma's (no gain on five shapes,
+    64^3 float16 -> float32 1.006x, and the fused relu(A@B + bias) of peers_check's case ran
+    2.1-4.3% over plain execute() with plain loads against 0.5-2.8% with cp.async); older
+    SMs, not measured."""
+    return plan.use_cp_async and (stages == 2 or plan.sm < 900 or plan.is_complex or plan.instruction.is_wgmma)

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_0916c077
+// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_2d0d3ac0
 //   128x64x64, wgmma_f16, 256 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 256 threads of the block (in thread-rank
@@ -77,18 +77,18 @@ __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* sha
   blasdx::copy_runs_partial<64, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<128, 256, 4, threads, false>(global, 256, shared, 272, blasdx::thread_rank());
+  blasdx::copy_runs<128, 256, 4, threads, true>(global, 256, shared, 272, blasdx::thread_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
-  blasdx::copy_runs<128, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+  blasdx::copy_runs<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank());
 }
 // An edge tile: the first rows x cols of the 128x64 C lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 4;
   const int outer_valid = rows, inner_valid = cols * 4;
-  blasdx::copy_runs_partial<128, 256, 4, threads, false>(global, ld_bytes, shared, 272, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
   blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, 256, blasdx::thread_rank());
@@ -813,7 +813,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(256) blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_0916c077(
+extern "C" __global__ void __launch_bounds__(256) blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_2d0d3ac0(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];
