@@ -48,6 +48,10 @@ PTX_TYPE: dict[str, str] = {"int8": "s8", "uint8": "u8", "float8_e4m3": "e4m3", 
                             "int4": "s4", "uint4": "u4", "binary": "b1"}
 
 
+# Shared memory the GPU keeps for each resident block, beside what the block asks for.
+BLOCK_RESERVED_SHARED = 1024
+
+
 def shared_memory_limit(sm: int) -> int:
     """Bytes of shared memory one block may use on ``sm``."""
     return SHARED_MEMORY_LIMIT_KIB[sm] * 1024

@@ -18,7 +18,7 @@ from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..plan import GemmPlan, GridPlan, MatrixPlan
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
-from ..plan.kernel import kernel_parameters
+from ..plan.kernel import kernel_parameters, launch_min_blocks
 from .hooks import NO_FUSION, Fusion
 from .naming import check_namespace
 
@@ -262,7 +262,7 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
     ns = BATCHED_NAMESPACE
     return _template("kernel.cu.j2").render(
         common=render_common(), device=render_block(kernel, ns, own_kernel=True), ns=ns,
-        threads=kernel.threads, min_blocks=kernel.overrides.min_blocks_per_sm or 0, kernel_name=name,
+        threads=kernel.threads, min_blocks=launch_min_blocks(kernel, fusion.bias), kernel_name=name,
         stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
         **_fusion_context(ns, fusion),
     )

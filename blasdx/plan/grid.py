@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from ..arch import shared_memory_limit
+from ..arch import BLOCK_RESERVED_SHARED, REGISTERS_PER_SM, shared_memory_limit
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import GRID_MIN_TILES
 from ..errors import UnsupportedError
@@ -44,15 +44,13 @@ GROUP_M = 8
 # their spills went from 144 to 44 bytes and an H100 ran 4096^3 float16 4-6% faster.
 PRODUCER_THREADS = 128
 PRODUCER_REGISTERS = 24
-# Registers per thread a Hopper SM has for one block, and the most setmaxnreg gives a thread.
-REGISTER_FILE = 65536
+# The most registers setmaxnreg gives a thread.
 MAX_THREAD_REGISTERS = 240
 # Registers a tile's thread needs beside its accumulators (addresses, the epilogue's values)
 # for the TMA kernel to run two blocks on an SM; and the static shared memory that kernel takes
-# (its mbarriers, at most), with the 1 KiB the GPU keeps for each block.
+# (its mbarriers, at most).
 SPARE_REGISTERS = 32
 TMA_STATIC_SHARED = 256
-BLOCK_RESERVED_SHARED = 1024
 # Split-K: parts of a tile's K loop at most, and K tiles each part takes at least (a pipeline
 # of a few stages needs a few K tiles to fill).
 MAX_SPLITS = 16
@@ -210,7 +208,7 @@ class GridPlan:
         return self._consumer_registers(self.blocks_per_sm)
 
     def _launch_registers(self, blocks: int) -> int:
-        return REGISTER_FILE // (self.threads * blocks) // 8 * 8
+        return REGISTERS_PER_SM // (self.threads * blocks) // 8 * 8
 
     def _consumer_registers(self, blocks: int) -> int:
         base = self._launch_registers(blocks)

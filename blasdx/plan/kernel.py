@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..arch import SWIZZLE_ALIGNMENT, shared_memory_limit
+from ..arch import BLOCK_RESERVED_SHARED, SWIZZLE_ALIGNMENT, shared_memory_limit
 from ..describe.traits import padded_leading_dimension
 from ..errors import UnsupportedError
 from .block import GemmPlan, MatrixPlan, pipeline_stages
@@ -157,6 +157,23 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
     return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
                    c_staged_16_bytes=staged_16_bytes, pipeline_stages=stages,
                    use_cp_async=copies_asynchronously(plan, stages))
+
+
+def launch_min_blocks(kernel: GemmPlan, bias: bool) -> int:
+    """Blocks an SM the launch bounds of the batched kernel ``kernel`` (with a bias or not) ask
+    ptxas for (0: none asked): PlanOverrides.min_blocks_per_sm where given, else two for wgmma
+    tiles of 256 threads with a bias whose shared memory fits twice. ptxas then keeps a thread
+    within 128 registers, where the bias epilogue's values had taken it past them and the SM
+    to one block. H100 (NVRTC 13.0), 1 GiB, beta 0, 128x128x64 float16 -> float16 with bias +
+    relu: 181 -> 128 registers, 0.399 -> 0.321 ms (without the bias 0.259); -> float32: 134 ->
+    128, 0.301 -> 0.253 ms (0.239; seventeenth session). Not asked elsewhere: 256-thread FMA
+    tiles spill under the cap, fewer threads gain no blocks from it, more would be held under
+    128 registers."""
+    if kernel.overrides.min_blocks_per_sm is not None:
+        return kernel.overrides.min_blocks_per_sm
+    per_block = kernel.kernel_shared_memory_size + BLOCK_RESERVED_SHARED
+    fits_twice = 2 * per_block <= shared_memory_limit(kernel.sm) + BLOCK_RESERVED_SHARED
+    return 2 if bias and kernel.instruction.is_wgmma and kernel.threads == 256 and fits_twice else 0
 
 
 def copies_asynchronously(plan: GemmPlan, stages: int) -> bool:
