@@ -207,7 +207,7 @@ def test_batched_kernel_with_a_bias_asks_for_two_blocks_an_sm(size, precision, b
     source = kernel_source(plan, fused)
     threads = kernel_plan(plan).threads
     assert (f"__launch_bounds__({threads}, {blocks})" if blocks else f"__launch_bounds__({threads})") in source
-    if blocks == 2:  # NVRTC 13.0 spills a few bytes under the cap; the kernel still ran 1.15x faster
+    if blocks == 2:  # no spill test: NVRTC 13.0 spilled under the cap for float16 C, and still ran 1.15-1.2x faster
         resources = blasdx.pipeline.compile_for_arch(plan, 900, fused).resources
         assert resources is not None and resources.registers <= 128, resources
 
