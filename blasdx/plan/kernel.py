@@ -1,7 +1,8 @@
 """The batched kernel behind execute(), planned from the block GEMM's plan.
 
 ``kernel_plan`` pads the shared-memory copies against bank conflicts, decides how many
-items a block has in flight and where C lives (shared memory or registers).
+items a block has in flight, where C lives (shared memory or registers) and how A and B are
+copied; ``launch_min_blocks`` gives the kernel's launch bounds.
 ``KERNEL_PARAMETERS`` is the kernel's parameter list: the template prints it and the
 runtime packs its arguments in its order, so it is written once.
 """
@@ -137,11 +138,11 @@ def shared_layout(plan: GemmPlan, pad: bool, without_c: bool) -> tuple[dict[str,
 def kernel_plan(plan: GemmPlan) -> GemmPlan:
     """The plan of the batched kernel behind execute(). Its shared-memory copies of A, B
     and C have padded leading dimensions (global memory keeps the descriptor's), unless the
-    padding would not fit the SM's shared-memory limit. On the FMA path (one stage), C skips
-    shared memory where its accesses coalesce (``keeps_c_in_registers``): each thread reads
-    its micro-tile of C into registers while it computes and writes the result straight
-    back. The device function of ``device_source()`` keeps the descriptor's layout in shared
-    memory."""
+    padding would not fit the SM's shared-memory limit. C skips shared memory where
+    ``keeps_c_in_registers`` says (16-bit C then still passes through its padded tile,
+    ``stages_c_in_16_byte_pieces``); the copies use cp.async where ``copies_asynchronously``
+    says. The device function of ``device_source()`` keeps the descriptor's layout in shared
+    memory and cp.async."""
     limit = shared_memory_limit(plan.sm)
 
     def fitting_layout(c_in_registers: bool) -> tuple[dict[str, MatrixPlan], int]:
