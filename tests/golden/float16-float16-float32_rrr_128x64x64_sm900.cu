@@ -370,29 +370,35 @@ __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const wo
   else store_tile_in<false>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
 }
 
-// A 64-bit shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the start
-// address, the leading and the stride byte offsets (in 16-byte units) and the swizzle mode.
-__device__ __forceinline__ unsigned long long matrix_descriptor(const void* base, int offset, int leading_bytes,
-                                                                int stride_bytes, int swizzle) {
-  const unsigned long long address = blasdx::shared_address(base) + offset;
+// A 64-bit shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format") of the operand
+// at base: the start address, the leading and the stride byte offsets (in 16-byte units) and the
+// swizzle mode. The descriptor of a piece `bytes` further on is this one plus bytes / 16: A and B
+// lie in the block's shared memory, under 256 KB, so the 14-bit start-address field never carries
+// (and one encoding serves every wgmma of a multiply).
+__device__ __forceinline__ unsigned long long matrix_descriptor(const void* base, int leading_bytes, int stride_bytes,
+                                                                int swizzle) {
+  const unsigned long long address = blasdx::shared_address(base);
   const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
   return ((address & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(leading_bytes >> 4) << 16) |
          (static_cast<unsigned long long>(stride_bytes >> 4) << 32) | (mode << 62);
 }
 
-// The descriptor of the 16 values of k from k0 of rows (or columns) mn0.. of an operand
-// stored in the Swizzle-byte layout of blasdx::swizzled_offset with Outer stored rows. K-major
-// (k contiguous): eight-row groups 8 * Swizzle bytes apart, k0 inside a row by the start
-// address (the leading byte offset, 16, is unused there). MN-major (m or n contiguous, read transposed): Swizzle-byte blocks of m or n
-// Outer * Swizzle bytes apart, eight-k groups 8 * Swizzle bytes apart.
+// An operand stored in the Swizzle-byte layout of blasdx::swizzled_offset with Outer stored rows:
+// its descriptor, and where the 16 values of k from k0 of rows (or columns) mn0.. start, in
+// bytes from its first element. K-major (k contiguous): eight-row groups 8 * Swizzle bytes apart,
+// k0 inside a row by the start address (the leading byte offset, 16, is unused there). MN-major
+// (m or n contiguous, read transposed): Swizzle-byte blocks of m or n Outer * Swizzle bytes apart,
+// eight-k groups 8 * Swizzle bytes apart.
+template <int Swizzle, int Outer, bool MNMajor>
+__device__ __forceinline__ unsigned long long operand_descriptor(const void* base) {
+  return matrix_descriptor(base, MNMajor ? Outer * Swizzle : 16, 8 * Swizzle, Swizzle);
+}
 template <int Swizzle, int Outer, bool MNMajor, int ElementSize>
-__device__ __forceinline__ unsigned long long operand_descriptor(const void* base, int mn0, int k0) {
+__device__ __forceinline__ int operand_offset(int mn0, int k0) {
   if constexpr (MNMajor)
-    return matrix_descriptor(base, mn0 * ElementSize / Swizzle * (Outer * Swizzle) + k0 * Swizzle, Outer * Swizzle,
-                             8 * Swizzle, Swizzle);
+    return mn0 * ElementSize / Swizzle * (Outer * Swizzle) + k0 * Swizzle;
   else
-    return matrix_descriptor(base, k0 * ElementSize / Swizzle * (Outer * Swizzle) + mn0 * Swizzle + k0 * ElementSize % Swizzle,
-                             16, 8 * Swizzle, Swizzle);
+    return k0 * ElementSize / Swizzle * (Outer * Swizzle) + mn0 * Swizzle + k0 * ElementSize % Swizzle;
 }
 
 // Keeps the compiler from moving accesses to the accumulators across the asynchronous
@@ -456,7 +462,7 @@ template <class ALoad, class BLoad>
 __device__ __forceinline__ bool wgmma_runs(const a_t* sa, const b_t* sb) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   return blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value &&
-         blasdx::shared_aligned<1024>(sa) && blasdx::shared_aligned<1024>(sb);
+         ((blasdx::shared_address(sa) | blasdx::shared_address(sb)) & 1023) == 0;
 #else
   return false;
 #endif
@@ -465,10 +471,12 @@ __device__ __forceinline__ bool wgmma_runs(const a_t* sa, const b_t* sb) {
 // The wgmma of every 16 of k for the tile at `at`, issued without waiting (between
 // wgmma_begin and wgmma_commit, which several tiles may share).
 __device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position at, const a_t* sa, const b_t* sb) {
+  const unsigned long long a_desc = operand_descriptor<128, 128, false>(sa);
+  const unsigned long long b_desc = operand_descriptor<128, 64, true>(sb);
 #pragma unroll
   for (int k0 = 0; k0 < k; k0 += 16)
-    wgmma(acc, operand_descriptor<128, 128, false, 2>(sa, at.m0, k0),
-          operand_descriptor<128, 64, true, 2>(sb, at.n0, k0));
+    wgmma(acc, a_desc + operand_offset<128, 128, false, 2>(at.m0, k0) / 16,
+          b_desc + operand_offset<128, 64, true, 2>(at.n0, k0) / 16);
 }
 __device__ __forceinline__ void wgmma_begin() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
