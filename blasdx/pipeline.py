@@ -16,7 +16,6 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
 from typing import Any
 
 from . import settings
@@ -94,27 +93,35 @@ def explain(desc: Descriptor) -> str:
     return explaining.explain(desc)
 
 
+# Fusions of hooks given as names, expressions or Hook values (and None), by (hooks, has_bias,
+# plan): resolving them each call cost more host time than the rest of a fused call.
+_RESOLVED_FUSIONS: dict[tuple, Fusion] = {}
+_RESOLVED_FUSIONS_LIMIT = 256
+
+
 def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any,
            c_store: Any, has_bias: bool) -> Fusion:
-    """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none).
-    Hooks given as names, expressions or Hook values are resolved once per plan: resolving
-    them each call cost more host time than the rest of a fused call."""
-    hooks = (prologue, epilogue, a_load, b_load, c_load, c_store)
+    """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none),
+    resolved once per plan for hooks given as names, expressions or Hook values: a later call
+    with the same ones pays one dictionary lookup."""
+    key = (prologue, epilogue, a_load, b_load, c_load, c_store, has_bias, desc.plan)
+    try:
+        resolved = _RESOLVED_FUSIONS.get(key)
+    except TypeError:  # an unhashable hook: make_fusion below names it in its error
+        resolved = None
+    if resolved is not None:
+        return resolved
+    hooks = key[:6]
     if not has_bias and all(h is None for h in hooks):
         return NO_FUSION
-    key = (*hooks, has_bias, desc.plan)
-    if all(h is None or isinstance(h, (str, Hook)) for h in hooks):
-        return _resolved_fusion(*key)
-    return _resolved_fusion.__wrapped__(*key)  # raises the error that names what was given
-
-
-@lru_cache(maxsize=256)
-def _resolved_fusion(prologue: Any, epilogue: Any, a_load: Any, b_load: Any, c_load: Any, c_store: Any,
-                     has_bias: bool, block: GemmPlan | GridPlan) -> Fusion:
-    return make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load, c_load=c_load,
-                       c_store=c_store, has_bias=has_bias, precisions=(block.a.precision, block.b.precision,
-                                                                        block.c.precision),
-                       scalar_precision=block.scalar_precision, is_complex=block.is_complex)
+    block = desc.plan
+    resolved = make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load, c_load=c_load,
+                           c_store=c_store, has_bias=has_bias,
+                           precisions=(block.a.precision, block.b.precision, block.c.precision),
+                           scalar_precision=block.scalar_precision, is_complex=block.is_complex)
+    if all(h is None or isinstance(h, (str, Hook)) for h in hooks) and len(_RESOLVED_FUSIONS) < _RESOLVED_FUSIONS_LIMIT:
+        _RESOLVED_FUSIONS[key] = resolved
+    return resolved
 
 
 # --- plan -> CUDA source -----------------------------------------------------------------
@@ -316,7 +323,7 @@ def clear_caches() -> None:
     kernel_plan.cache_clear()
     with_alignment.cache_clear()
     grid_with_alignment.cache_clear()
-    _resolved_fusion.cache_clear()
+    _RESOLVED_FUSIONS.clear()
     _compiled.clear()
     with _load_lock:
         _loaded.clear()
