@@ -94,7 +94,9 @@ def explain(desc: Descriptor) -> str:
 
 
 # Fusions of hooks given as names, expressions or Hook values (and None), by (hooks, has_bias,
-# plan): resolving them each call cost more host time than the rest of a fused call.
+# plan): resolving them each call cost more host time than the rest of a fused call. Once it
+# holds _RESOLVED_FUSIONS_LIMIT of them, other combinations are resolved on every call (nothing
+# is evicted: a process rarely uses more than a few).
 _RESOLVED_FUSIONS: dict[tuple, Fusion] = {}
 _RESOLVED_FUSIONS_LIMIT = 256
 
