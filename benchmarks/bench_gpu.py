@@ -148,7 +148,7 @@ def fusion_cases(gib: float) -> list[dict]:
     rows.append({"case": "GEMM + bias + ReLU", "batch": batch, "ms": time_ms(bias_relu_ours),
                  "cupy ms": time_ms(bias_relu_cupy), "rel err": err})
 
-    smem = gemm1.shared_memory_size + gemm2.shared_memory_size
+    smem = chained_gemm.shared_memory(gemm1, gemm2)
     grid = min(batch, cupy.cuda.Device().attributes["MultiProcessorCount"] * 32)
 
     def chained_ours():

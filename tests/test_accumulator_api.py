@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size, compile_kernel
+from blasdx import SM, Arrangement, Block, BlockDim, CompileError, Precision, Size, compile_kernel
 from blasdx.compiler import supported_archs
 from blasdx.compiler.nvrtc import options_for
 from blasdx.pipeline import fusion, kernel_source
@@ -155,6 +155,63 @@ def chained_descriptors():
     return first, first.replace(Size(64, 32, 64))
 
 
+# (A B) E by multiply_chained: g1's accumulator is g2's A, from registers where a_from_registers
+# (checked against EXPECT), else through shared memory at sab. E starts b_shift bytes past g2's
+# 1024-byte-aligned place (16: wgmma cannot read it, mma.sync multiplies the same registers).
+MULTIPLY_CHAINED = r"""
+static_assert(g2::a_from_registers<g1::accumulator> == EXPECT, "a_from_registers");
+extern "C" __global__ void chain(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* out, int b_shift) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  auto* sa = reinterpret_cast<g1::a_t*>(smem + g1::a_offset);
+  auto* sb = reinterpret_cast<g1::b_t*>(smem + g1::b_offset);
+  unsigned char* second = smem + (g1::shared_memory_size_ab + 1023) / 1024 * 1024;
+  auto* sab = reinterpret_cast<g2::a_t*>(second + g2::a_offset);
+  auto* se = reinterpret_cast<g2::b_t*>(second + g2::b_offset + b_shift);
+  g1::load_a(a, sa); g1::load_b(b, sb); g2::load_b(e, se); g1::copy_wait();
+  g1::accumulator ab = g1::make_accumulator();
+  g1::multiply(sa, sb, ab);
+  g2::accumulator abe = g2::make_accumulator();
+  g2::multiply_chained(ab, sab, se, abe);
+  g2::store(abe, out, g2::global_ldc, 1.f, 0.f);
+}
+"""
+
+# (SM, M, N1, N2, K, threads, g1's precisions, g2's, arrangements g1 g2, A from registers): g1 is
+# M x N1 x K, g2 M x N2 x N1.
+CHAIN_CASES = [
+    (900, 64, 64, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", True),
+    (900, 64, 64, 32, 64, 128, ("float16",) * 3, ("float16",) * 3, "rcr rcr", True),  # B read K-major
+    (900, 128, 64, 32, 64, 256, ("bfloat16", "bfloat16", "float32"), ("bfloat16",) * 3, "crc rrr", True),
+    (900, 128, 64, 64, 32, 128, ("float16", "float16", "float32"), ("float16",) * 3, "rrr rrr", True),  # 2 passes
+    (900, 64, 48, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", True),
+    (900, 64, 256, 64, 32, 256, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rcr", True),
+    (900, 64, 512, 64, 32, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
+    (900, 64, 64, 512, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
+    (900, 64, 64, 64, 64, 128, ("float16", "float16", "float32"), ("tfloat32", "tfloat32", "float32"), "rcr rcr", False),
+    (900, 64, 32, 32, 32, 128, ("float32",) * 3, ("float32",) * 3, "rrr crc", False),  # FMA
+    (800, 64, 64, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
+    (800, 32, 32, 32, 32, 64, ("float64",) * 3, ("float64",) * 3, "rcr ccc", False),
+]
+
+
+def chain_descriptors(case):
+    sm, m, n1, n2, k, threads, p1, p2, arrangements, _ = case
+    arr1, arr2 = ([{"r": "row_major", "c": "col_major"}[x] for x in a] for a in arrangements.split())
+    first = Size(m, n1, k) + Precision(*p1) + Arrangement(*arr1) + SM(sm) + Block() + BlockDim(threads)
+    return first, Size(m, n2, n1) + Precision(*p2) + Arrangement(*arr2) + SM(sm) + Block() + BlockDim(threads)
+
+
+def chain_source(case) -> str:
+    first, second = chain_descriptors(case)
+    return (first.device_source("g1") + second.device_source("g2")
+            + MULTIPLY_CHAINED.replace("EXPECT", "true" if case[-1] else "false"))
+
+
+def chain_id(case) -> str:
+    sm, m, n1, n2, k, threads, p1, p2, arrangements, registers = case
+    return f"sm{sm}-{m}x{n1}x{k}-{n2}-t{threads}-{p1[0]}-{p2[0]}-{arrangements.replace(' ', '-')}-{'regs' if registers else 'smem'}"
+
+
 ARCHS = [a for a in (750, 800, 900) if a in supported_archs()]
 
 
@@ -195,6 +252,32 @@ def test_two_descriptors_chain_through_the_accumulator_api():
     first, second = chained_descriptors()
     source = first.device_source("g1") + second.device_source("g2") + CHAINED
     assert compile_kernel(source, "chained", sm=900).cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("case", CHAIN_CASES, ids=chain_id)
+def test_multiply_chained_compiles_and_says_where_a_comes_from(case):
+    """The static_assert in the kernel checks a_from_registers against the case's expectation."""
+    if case[0] not in supported_archs():
+        pytest.skip(f"needs an NVRTC for SM {case[0]}")
+    assert compile_kernel(chain_source(case), "chain", sm=case[0]).cubin[:4] == b"\x7fELF"
+
+
+def test_multiply_chained_needs_the_first_c_to_be_the_second_a():
+    first, second = chain_descriptors(CHAIN_CASES[0])
+    source = (first.device_source("g1") + second.replace(Size(64, 64, 32)).device_source("g2")
+              + MULTIPLY_CHAINED.replace("EXPECT", "false"))
+    with pytest.raises(CompileError, match="multiply_chained needs the other GEMM's C to be this m x k A"):
+        compile_kernel(source, "chain", sm=900)
+
+
+def test_multiply_chained_refuses_a_packed_a():
+    first = Size(32, 64, 32) + Precision("int8", "int8", "int32") + Arrangement("row_major", "col_major", "row_major") \
+        + SM(800) + Block()
+    second = Size(32, 32, 64) + Precision("int4", "int4", "int32") + Arrangement("row_major", "col_major", "row_major") \
+        + SM(800) + Block()
+    source = first.device_source("g1") + second.device_source("g2") + MULTIPLY_CHAINED.replace("EXPECT", "false")
+    with pytest.raises(CompileError, match="multiply_chained needs an A of whole elements, not packed int4"):
+        compile_kernel(source, "chain", sm=800)
 
 
 def test_device_source_documents_who_owns_what():

@@ -14,8 +14,17 @@ import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, MaxAlignment, Precision, Size, Type
 from blasdx.runtime.arguments import scalar
 
-from .gpu_support import Operand, assert_stops_with_a_trap, bound, relative_error
-from .test_accumulator_api import CHAINED, EDGES, KERNELS, chained_descriptors
+from .gpu_support import Operand, assert_stops_with_a_trap, bound, random_values, relative_error, storage_dtype
+from .test_accumulator_api import (
+    CHAIN_CASES,
+    CHAINED,
+    EDGES,
+    KERNELS,
+    chain_descriptors,
+    chain_id,
+    chain_source,
+    chained_descriptors,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -272,6 +281,45 @@ def test_chained_gemms_through_an_accumulator():
     ab = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16).astype(np.float64)
     ref = ab @ e.astype(np.float64)
     assert relative_error(out.get().astype(np.float64), ref) < 4e-3
+
+
+def _on_device(values: np.ndarray, precision: str, layout: str):
+    """``values`` stored as ``precision`` in ``layout`` on the GPU (16-bit floats NumPy lacks as their bits)."""
+    import cupy
+
+    stored = values.astype(storage_dtype(precision))
+    stored = np.ascontiguousarray(stored) if layout == "r" else np.asfortranarray(stored)
+    if stored.dtype not in (np.float16, np.float32, np.float64):
+        stored = stored.view(f"u{stored.dtype.itemsize}")
+    return cupy.asarray(stored)
+
+
+@pytest.mark.parametrize("b_shift", [0, 16], ids=["b_aligned", "b_off_1024"])
+@pytest.mark.parametrize("case", CHAIN_CASES, ids=chain_id)
+def test_multiply_chained(case, b_shift):
+    """(A B) E with the first accumulator as the second GEMM's A: from registers (wgmma, or
+    mma.sync on the same fragments where E is not 1024-byte aligned) or through shared memory;
+    every element of the NaN-poisoned output written and within the bound."""
+    import cupy
+
+    if case[0] == 900 and cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("SM(900) descriptors run on sm_90 devices")
+    first, second = chain_descriptors(case)
+    (m, n1, k), n2 = first.size, second.size[1]
+    arr1, arr2 = case[8].split()
+    p1, p2 = first.precision, second.precision
+    rng = np.random.default_rng(SEED)
+    a, b = random_values(p1.a, (m, k), rng, False) / 4, random_values(p1.b, (k, n1), rng, False) / 4
+    e = random_values(p2.b, (n1, n2), rng, False) / 4
+    out_dtype = storage_dtype(p2.c)
+    out = _on_device(np.full((m, n2), np.nan), p2.c, arr2[2])
+    kernel = blasdx.compile_kernel(chain_source(case), "chain")
+    shared = -(-first.shared_memory_size_ab // 1024) * 1024 + second.shared_memory_size + 1024
+    kernel(1, second.block_dim, (_on_device(a, p1.a, arr1[0]), _on_device(b, p1.b, arr1[1]), _on_device(e, p2.b, arr2[1]),
+                                 out, np.int32(b_shift)), shared_mem=shared)
+    got = cupy.asnumpy(out).view(out_dtype).astype(np.float64)
+    ab = (a @ b).astype(storage_dtype(p2.a)).astype(np.float64)  # the accumulator, converted to the second A
+    assert relative_error(got, ab @ e) <= bound(first) + bound(second)
 
 
 EDGE_CASES = [  # precisions, arrangement, the descriptor's tile, the problem (M, N, K)

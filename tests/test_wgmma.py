@@ -31,7 +31,19 @@ from blasdx.compiler.nvrtc import nvrtc_compile, options_for
 from blasdx.pipeline import fusion, kernel_source
 from blasdx.plan import grid_with_alignment, kernel_plan, with_alignment
 
-from .test_accumulator_api import CHAINED, EDGES, KERNELS, OVERLAPPED, REPEATED_MULTIPLY, chained_descriptors, ptx_of
+from .test_accumulator_api import (
+    CHAIN_CASES,
+    CHAINED,
+    EDGES,
+    KERNELS,
+    OVERLAPPED,
+    REPEATED_MULTIPLY,
+    chain_descriptors,
+    chain_id,
+    chain_source,
+    chained_descriptors,
+    ptx_of,
+)
 
 LAYOUT = {"r": "row_major", "c": "col_major"}
 ARRANGEMENTS = ["".join(x) for x in itertools.product("rc", repeat=3)]
@@ -204,6 +216,23 @@ def test_two_wgmma_descriptors_chain_through_store_at():
     assert first.instruction.is_wgmma and second.instruction.is_wgmma
     source = first.device_source("g1") + second.device_source("g2") + CHAINED
     assert compile_kernel(source, "chained", sm=900).cubin[:4] == b"\x7fELF"
+
+
+@needs_sm90
+@pytest.mark.parametrize("case", [c for c in CHAIN_CASES if c[0] == 900], ids=chain_id)
+def test_multiply_chained_feeds_wgmma_from_registers(case):
+    """Where a_from_registers, each k step of each tile is one wgmma reading A from registers
+    and nothing is written to shared memory or waited for by the block (one barrier: the kernel's
+    copy_wait); elsewhere the accumulator goes through shared memory, behind a second barrier."""
+    ptx = ptx_of(chain_source(case), "chain")
+    from_registers = len(re.findall(r"wgmma\.mma_async[^;]*\}, \{%r", ptx))
+    first, second = chain_descriptors(case)
+    if case[-1]:
+        passes = -(-second.plan.tiles // (second.plan.threads // 128))
+        assert from_registers == second.size[2] // 16 * passes
+        assert ptx.count("bar.sync") == 1
+    else:
+        assert from_registers == 0 and ptx.count("bar.sync") == 2
 
 
 @pytest.mark.skipif(not {900, 1000} <= set(supported_archs()), reason="needs an NVRTC for SM 900 and 1000")

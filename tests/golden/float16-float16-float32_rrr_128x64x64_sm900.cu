@@ -498,6 +498,98 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
+// acc += A(64 x 16 in registers: this lane's mma fragment, rows g (+ 8) of its warp's 16 and
+// columns 2 (lane % 4) (+ 1) (+ 8)) * B(16 x 64 of the descriptor): the form of wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+// that reads A from registers.
+__device__ __forceinline__ void wgmma_a_in_registers(tile_accumulator& acc, const frag_t (&a)[a_regs],
+                                                     unsigned long long b_desc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, "
+      "%1, "
+      "%2, "
+      "%3, "
+      "%4, "
+      "%5, "
+      "%6, "
+      "%7, "
+      "%8, "
+      "%9, "
+      "%10, "
+      "%11, "
+      "%12, "
+      "%13, "
+      "%14, "
+      "%15, "
+      "%16, "
+      "%17, "
+      "%18, "
+      "%19, "
+      "%20, "
+      "%21, "
+      "%22, "
+      "%23, "
+      "%24, "
+      "%25, "
+      "%26, "
+      "%27, "
+      "%28, "
+      "%29, "
+      "%30, "
+      "%31"
+      "}, {%32, %33, %34, %35}, %36, accumulate, 1, 1, 1;\n}\n"
+      : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]), "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]), "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]), "+f"(acc[0][3][3]), "+f"(acc[0][4][0]), "+f"(acc[0][4][1]), "+f"(acc[0][4][2]), "+f"(acc[0][4][3]), "+f"(acc[0][5][0]), "+f"(acc[0][5][1]), "+f"(acc[0][5][2]), "+f"(acc[0][5][3]), "+f"(acc[0][6][0]), "+f"(acc[0][6][1]), "+f"(acc[0][6][2]), "+f"(acc[0][6][3]), "+f"(acc[0][7][0]), "+f"(acc[0][7][1]), "+f"(acc[0][7][2]), "+f"(acc[0][7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+#endif
+}
+
+// The A fragment of k step s (columns 16 s .. 16 s + 15) from a tile of another GEMM's float
+// accumulators that holds these rows and columns: lane l's values of its instruction tiles 2 s
+// and 2 s + 1, the layout the fragment wants.
+template <class SourceTile>
+__device__ __forceinline__ void a_fragment_of(const SourceTile& source, int s, frag_t (&a)[a_regs]) {
+#pragma unroll
+  for (int j = 0; j < a_regs; ++j) {
+    const float* pair = &source[0][2 * s + (j >> 1)][2 * (j & 1)];  // row g + 8 (j & 1), columns 2t, 2t + 1
+    a[j] = blasdx::operand_bits(blasdx::convert<a_t>(pair[0])) | blasdx::operand_bits(blasdx::convert<a_t>(pair[1])) << 16;
+  }
+}
+
+// acc += A * B for the warpgroup tile at `at`, A the rows of that tile in another GEMM's
+// accumulator tile `source` (its 64 x k), B in shared memory: wgmma with A from registers where
+// B starts on a multiple of 1024 bytes (sm_90a), else mma.sync on the same fragments.
+template <class SourceTile>
+__device__ __forceinline__ void multiply_tile_a_in_registers(tile_accumulator& acc, const worker& w, tile_position at,
+                                                             const SourceTile& source, const b_t* sb) {
+  frag_t fa[k / ik][a_regs];
+#pragma unroll
+  for (int s = 0; s < k / ik; ++s) a_fragment_of(source, s, fa[s]);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if ((blasdx::shared_address(sb) & 1023) == 0) {
+    const unsigned long long b_desc = operand_descriptor<128, 64, true>(sb);
+    pin_accumulators(acc);
+    wgmma_begin();  // after the fragments' writes: wgmma reads them asynchronously
+#pragma unroll
+    for (int s = 0; s < k / ik; ++s)
+      wgmma_a_in_registers(acc, fa[s], b_desc + operand_offset<128, 64, true, 2>(at.n0, s * ik) / 16);
+    wgmma_commit();
+    wgmma_wait<0>();
+    pin_accumulators(acc);
+    return;
+  }
+#endif
+#pragma unroll
+  for (int s = 0; s < k / ik; ++s)
+#pragma unroll
+    for (int j = 0; j < pn; ++j) {
+      frag_t fb[b_regs];
+      load_fragment_b(fb, sb, s * ik, at.n0 + j * in_, w.g, w.t, blasdx::identity{});
+      mma(acc[0][j], fa[s], fb);
+    }
+}
+
 // acc += the warpgroup tile at `at` of op(a_load(A)) * op(b_load(B)): wgmma where it runs;
 // otherwise warp w.row0 / 16 of the group computes its 16 rows with mma.sync, from the same
 // layout. Returns with the products in acc and A and B read.
@@ -625,6 +717,10 @@ struct accumulator {
   static constexpr int size = passes * tile_values;
   tile_accumulator tile[passes];
   int rank;  // the thread's rank in the block
+  // Where the values lie, for a GEMM that takes them as its A (multiply_chained, a_from_registers).
+  static constexpr int rows = m, cols = n, tile_rows = tile_m, tile_cols = tile_n, tile_count = tiles, tile_columns = tiles_n,
+                       tile_stride = tile_step;
+  static constexpr bool warpgroup_tiles = true;
 
   __device__ __forceinline__ value_type& operator[](int i) { return value_of(tile[i / tile_values], i % tile_values); }
   __device__ __forceinline__ const value_type& operator[](int i) const { return value_of(tile[i / tile_values], i % tile_values); }
@@ -753,6 +849,39 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
     return;
   }
   multiply_each_tile(sa, sb, acc, a_load, b_load);
+}
+
+// Whether multiply_chained takes A from the registers of `Source`, another GEMM's accumulator:
+// where both GEMMs run on warpgroup tiles (SM 900), this one with 16-bit float A and that one with
+// float accumulators, and each warpgroup holds whole rows of that C, the same rows as of this A.
+template <class Source>
+constexpr bool a_from_registers =
+    Source::warpgroup_tiles && blasdx::is_same<typename Source::value_type, float>::value && Source::rows == m &&
+    Source::cols == k && Source::tile_rows == tile_m && Source::tile_cols == k && Source::tile_columns == 1 &&
+    Source::tile_count == tiles && Source::tile_stride == tile_step && tiles_n == 1 && k % ik == 0;
+
+// acc += op(A) * op(B), A this GEMM's m x k given as `a`, the accumulator of another GEMM whose C
+// has these rows and columns (converted to a_t), B in shared memory: a chain of GEMMs whose
+// intermediate need not leave the registers. Where a_from_registers<Source>, it does not; elsewhere
+// `a` is written to sa (this GEMM's A in shared memory, a_size elements) and the block synchronizes
+// before multiply(sa, sb, acc): every thread of the block calls it, and sa is not being read then.
+template <class Source>
+__device__ __forceinline__ void multiply_chained(const Source& a, a_t* sa, const b_t* sb, accumulator& acc) {
+  static_assert(Source::rows == m && Source::cols == k, "blasdx: multiply_chained needs the other GEMM's C to be this m x k A");
+  if constexpr (a_from_registers<Source>) {
+    if (acc.rank >= workers) return;
+    const worker w(acc.rank);
+#pragma unroll
+    for (int p = 0; p < passes; ++p)
+      if (has_tile(acc, p))
+        multiply_tile_a_in_registers(acc.tile[p], w, tile_origin(first_tile(acc.rank) + p * tile_step), a.tile[p], sb);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < Source::size; ++i)
+    if (a.in_bounds(i)) sa[a_index(a.row(i), a.col(i))] = blasdx::convert<a_t>(a[i]);
+  blasdx::copy_wait<true>();
+  multiply(sa, sb, acc);
 }
 
 // acc = c_load(C) for the values inside m x n (zero for the rest).

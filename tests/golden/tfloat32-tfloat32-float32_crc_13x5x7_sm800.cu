@@ -379,6 +379,10 @@ struct accumulator {
   static constexpr int size = passes * tile_values;
   tile_accumulator tile[passes];
   int rank;  // the thread's rank in the block
+  // Where the values lie, for a GEMM that takes them as its A (multiply_chained, a_from_registers).
+  static constexpr int rows = m, cols = n, tile_rows = tile_m, tile_cols = tile_n, tile_count = tiles, tile_columns = tiles_n,
+                       tile_stride = tile_step;
+  static constexpr bool warpgroup_tiles = false;
 
   __device__ __forceinline__ value_type& operator[](int i) { return value_of(tile[i / tile_values], i % tile_values); }
   __device__ __forceinline__ const value_type& operator[](int i) const { return value_of(tile[i / tile_values], i % tile_values); }
@@ -459,6 +463,28 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
                                          const BLoad& b_load = {}) {
   if (multiply_skips_idle_threads && acc.rank >= workers) return;
   multiply_each_tile(sa, sb, acc, a_load, b_load);
+}
+
+// Whether multiply_chained takes A from the registers of `Source`, another GEMM's accumulator:
+// where both GEMMs run on warpgroup tiles (SM 900), this one with 16-bit float A and that one with
+// float accumulators, and each warpgroup holds whole rows of that C, the same rows as of this A.
+template <class Source>
+constexpr bool a_from_registers =
+    false;  // no warpgroup tiles here
+
+// acc += op(A) * op(B), A this GEMM's m x k given as `a`, the accumulator of another GEMM whose C
+// has these rows and columns (converted to a_t), B in shared memory: a chain of GEMMs whose
+// intermediate need not leave the registers. Where a_from_registers<Source>, it does not; elsewhere
+// `a` is written to sa (this GEMM's A in shared memory, a_size elements) and the block synchronizes
+// before multiply(sa, sb, acc): every thread of the block calls it, and sa is not being read then.
+template <class Source>
+__device__ __forceinline__ void multiply_chained(const Source& a, a_t* sa, const b_t* sb, accumulator& acc) {
+  static_assert(Source::rows == m && Source::cols == k, "blasdx: multiply_chained needs the other GEMM's C to be this m x k A");
+#pragma unroll
+  for (int i = 0; i < Source::size; ++i)
+    if (a.in_bounds(i)) sa[a_index(a.row(i), a.col(i))] = blasdx::convert<a_t>(a[i]);
+  blasdx::copy_wait<false>();
+  multiply(sa, sb, acc);
 }
 
 // Not part of the device API: multiply() with between() run once in every thread of the block,
