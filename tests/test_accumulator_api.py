@@ -280,6 +280,24 @@ def test_multiply_chained_refuses_a_packed_a():
         compile_kernel(source, "chain", sm=800)
 
 
+def test_loads_move_16_bytes_where_a_run_time_test_finds_the_pointers_aligned():
+    """Without Alignment a descriptor promises element-aligned pointers only; its load_a/load_b
+    test theirs at run time and copy 16 bytes at a time where they allow (arrays from CuPy and
+    PyTorch, __align__(16) shared memory), element by element elsewhere. execute()'s own kernel
+    streams through L2 (.cg) on its arrays' known alignment, with no test."""
+    desc = Size(64, 64, 64) + Precision("float16", "float16", "float32") + Arrangement(
+        "row_major", "col_major", "row_major") + SM(800) + Block()
+    assert desc.alignment.a == 2 and desc.plan.a.vector_bytes == 2
+    ptx = ptx_of(desc.device_source("gemm") + KERNELS, "k_loop", 800)
+    # 16 bytes a copy, kept in L1 as plain loads are (blocks of an SM may read the same tile)
+    sixteen_bytes = r"cp\.async\.{}\.shared\.global \[[^]]*\], \[[^]]*\], 16;"
+    assert re.search(sixteen_bytes.format("ca"), ptx)
+    assert "ld.global.u16" in ptx  # the element-wise copies stay for pointers off 16 bytes
+    own_plan = with_alignment(desc.plan, (16, 16, 16))  # execute()'s, for arrays on 16-byte boundaries
+    own = ptx_of(kernel_source(own_plan), own_plan.kernel_name, 800)
+    assert not re.search(sixteen_bytes.format("ca"), own) and re.search(sixteen_bytes.format("cg"), own)
+
+
 def test_device_source_documents_who_owns_what():
     text = describe(*SPECS[0]).device_source("gemm")
     for name in ("struct accumulator", "make_accumulator()", "void multiply(", "void load(", "void store(",

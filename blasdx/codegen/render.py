@@ -17,6 +17,7 @@ import jinja2
 from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..plan import GemmPlan, GridPlan, MatrixPlan
+from ..plan.block import vector_bytes_of
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
 from ..plan.kernel import kernel_parameters, launch_min_blocks
 from .hooks import NO_FUSION, Fusion
@@ -91,6 +92,16 @@ def _matrix_context(x: MatrixPlan, use_cp_async: bool, own_kernel: bool = False)
     # compiled in beside the wide one cost the grid kernels ~1 s of compile time; dropping the test
     # where the narrow copy is element-wise measured float64 4096^3 0.63-0.68x against 0.71-0.84x.
     ctx["pointer_check"] = not own_kernel or x.alignment < x.vector_bytes or not x.shifted_copies
+    # In a user's kernel whose declared alignment (Alignment; the element's by default) keeps the
+    # copies narrower than the layout allows: the width load_x takes where a run-time test finds
+    # both pointers (and the leading dimension) aligned to it, as arrays from CuPy and PyTorch and
+    # __align__(16) shared memory are; 0 where there is nothing to test.
+    widest = vector_bytes_of(16, x.inner * x.element_size, x.ld * x.element_size)
+    ctx["checked_copy"] = widest if not own_kernel and widest > x.vector_bytes else 0
+    ctx["checked_async"] = "true" if use_cp_async and widest >= 4 else "false"
+    # A user's kernel keeps 16-byte cp.async in L1 as plain loads do (blocks of an SM may share
+    # a tile); blasdx's kernels stream each item once and leave it in L2.
+    ctx["copies_through_l1"] = not own_kernel
     return ctx
 
 

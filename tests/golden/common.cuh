@@ -246,8 +246,11 @@ __device__ __forceinline__ int swizzled_offset(int outer, int inner) {
 // `Bytes` at a time, by the first `Threads` threads of the block. Async uses cp.async
 // (sm_80+); wait with copy_wait.
 // Swizzle > 0: the destination is in that swizzled layout (dst_ld unused); Bytes <= 16
-// keeps each copy inside one 16-byte piece.
-template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, int Swizzle = 0, class SrcLd, class DstLd>
+// keeps each copy inside one 16-byte piece. 16-byte cp.async leave the data in L2 only (.cg:
+// a stream read once) unless ThroughL1 (.ca, as plain loads: blocks of an SM that read the same
+// tile find it there).
+template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, int Swizzle = 0, bool ThroughL1 = false,
+          class SrcLd, class DstLd>
 __device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* dst, DstLd dst_ld, int rank) {
   using vec = typename vector_of<Bytes>::type;
   constexpr int per_run = InnerBytes / Bytes, total = Outer * per_run;
@@ -267,7 +270,10 @@ __device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* d
     const char* from = s + run * src_ld + within;
     char* to = d + (Swizzle ? swizzled_offset<(Swizzle ? Swizzle : 16), Outer>(run, within) : run * dst_ld + within);
 #if __CUDA_ARCH__ >= 800
-    if constexpr (Async && Bytes == 16) {
+    if constexpr (Async && Bytes == 16 && ThroughL1) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(shared_address(to)), "l"(from));
+      continue;
+    } else if constexpr (Async && Bytes == 16) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(to)), "l"(from));
       continue;
     } else if constexpr (Async && Bytes >= 4) {
@@ -283,7 +289,8 @@ __device__ __forceinline__ void copy_runs(const void* src, SrcLd src_ld, void* d
 // copy_runs for the first `outer_valid` runs and the first `inner_valid` bytes of each (an edge
 // tile of a larger matrix); the rest of the destination becomes zero. With Async, cp.async
 // zero-fills past the bytes it reads; otherwise a piece cut by the bound goes byte by byte.
-template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, int Swizzle = 0, class SrcLd, class DstLd>
+template <int Outer, int InnerBytes, int Bytes, int Threads, bool Async, int Swizzle = 0, bool ThroughL1 = false,
+          class SrcLd, class DstLd>
 __device__ __forceinline__ void copy_runs_partial(const void* src, SrcLd src_ld, void* dst, DstLd dst_ld, int rank,
                                                   int outer_valid, int inner_valid) {
   using vec = typename vector_of<Bytes>::type;
@@ -298,7 +305,10 @@ __device__ __forceinline__ void copy_runs_partial(const void* src, SrcLd src_ld,
     const int valid = run < outer_valid ? (left < 0 ? 0 : left > Bytes ? Bytes : left) : 0;  // bytes to read
     const char* from = valid ? s + run * src_ld + within : s;  // nothing is read where valid == 0
 #if __CUDA_ARCH__ >= 800
-    if constexpr (Async && Bytes == 16) {
+    if constexpr (Async && Bytes == 16 && ThroughL1) {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(to)), "l"(from), "r"(valid));
+      continue;
+    } else if constexpr (Async && Bytes == 16) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(to)), "l"(from), "r"(valid));
       continue;
     } else if constexpr (Async && Bytes >= 4) {
