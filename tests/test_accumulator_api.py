@@ -388,21 +388,25 @@ def test_multiply_puts_no_branch_in_a_callers_loop(spec):
     assert forward_branches_in_multiply_loop(ptx_of(idle.device_source("gemm") + REPEATED_MULTIPLY, "repeated", idle.sm)) == 1
 
 
-@pytest.mark.parametrize("spec, quads", [
-    ((("float16", "float16", "float16"), False, "rrr", (64, 64, 64), 900), True),  # wgmma
-    ((("bfloat16", "bfloat16", "bfloat16"), False, "crr", (128, 64, 32), 900), True),
-    ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), False),  # mma.sync
-    ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), False),  # 32-bit C
-], ids=lambda x: x if isinstance(x, bool) else _spec_id(x))
-def test_store_writes_16_bit_c_of_wgmma_tiles_eight_bytes_a_lane(spec, quads):
-    """store() of a wgmma tile's 16-bit row-major C to global memory: lanes t and t ^ 1 trade a
-    pair (a shuffle) and each writes four neighbours in one 8-byte store, so that every store
-    instruction fills whole 32-byte sectors (pairs filled half of one each). mma.sync tiles and
-    32-bit C keep pairs: there quads measured slower or change nothing."""
+@pytest.mark.parametrize("spec, quad_store", [
+    ((("float16", "float16", "float16"), False, "rrr", (64, 64, 64), 900), r"st\.global\.v4\.[bu]16"),  # wgmma
+    ((("bfloat16", "bfloat16", "bfloat16"), False, "crr", (128, 64, 32), 900), r"st\.global\.v4\.[bu]16"),
+    ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), r"st\.global\.v4\.[bfu]32"),
+    ((("int8", "int8", "int32"), False, "rcr", (64, 64, 64), 900), r"st\.global\.v4\.[bsu]32"),
+    ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), None),  # mma.sync
+    ((("float64", "float64", "float64"), False, "rrr", (32, 32, 32), 900), None),
+], ids=lambda x: x if isinstance(x, str) or x is None else _spec_id(x))
+def test_store_writes_c_of_wgmma_tiles_in_quads(spec, quad_store):
+    """store() of a wgmma tile's 16- or 32-bit row-major C to global memory: lanes t and t ^ 1
+    trade a pair (one shuffle of a 32- or 64-bit word, in registers: no local memory) and each
+    writes four neighbours in one store, so that 16-bit stores fill whole 32-byte sectors (pairs
+    filled half of one each) and 32-bit C goes out in half the instructions. mma.sync tiles keep
+    pairs: there quads measured slower."""
     desc = describe(*spec)
     ptx = ptx_of(desc.device_source("gemm") + REPEATED_MULTIPLY, "repeated", desc.sm)
-    assert bool(re.search(r"st\.global\.v4\.[bu]16", ptx)) == quads
-    assert ("shfl.sync.bfly" in ptx) == quads
+    assert bool(quad_store and re.search(quad_store, ptx)) == (quad_store is not None)
+    assert ("shfl.sync.bfly" in ptx) == (quad_store is not None)
+    assert ".local" not in ptx
 
 
 @pytest.mark.parametrize("spec, element_load", [

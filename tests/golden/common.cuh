@@ -89,6 +89,8 @@ __device__ __forceinline__ complex<T> mul_add(const complex<T>& p, const complex
 // --- Element-wise hooks (cuBLASDx's load and store functors) ---------------------------
 template <class P, class Q> struct is_same { static constexpr bool value = false; };
 template <class P> struct is_same<P, P> { static constexpr bool value = true; };
+template <bool If, class Then, class Else> struct conditional { using type = Then; };
+template <class Then, class Else> struct conditional<false, Then, Else> { using type = Else; };
 template <class T> __device__ T&& declval();  // for unevaluated contexts only
 
 // The type a hook computes in: float for the narrow floating-point types, else the type.

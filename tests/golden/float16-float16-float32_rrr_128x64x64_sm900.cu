@@ -327,22 +327,30 @@ __device__ __forceinline__ void for_each_pair(const worker& w, tile_position at,
 constexpr bool c_quads = c_pairs && sizeof(c_t) == 2 && in_ == 8 && pn % 2 == 0;
 using c_quad_t = blasdx::pair<c_pair_t>;
 
-// The pair that lane t ^ 1 sends, for the one this lane sends.
-__device__ __forceinline__ c_pair_t swap_with_neighbour(const c_pair_t& send) {
-  unsigned bits;
-  memcpy(&bits, &send, sizeof(bits));
-  bits = __shfl_xor_sync(0xffffffffu, bits, 1);
-  c_pair_t got;
-  memcpy(&got, &bits, sizeof(got));
+// The pair lane t ^ 1 sends (its `here` where this lane is odd, else its `there`), for the one
+// this lane sends, as one 32- or 64-bit word: selected as bits in registers (a choice between
+// the two pairs' addresses put them in local memory). Templates: compiled only where C's pairs
+// are one word (quads of 16- and 32-bit C).
+template <class Word, class Pair>
+__device__ __forceinline__ Pair traded_pair(const Pair& here, const Pair& there, bool odd) {
+  static_assert(sizeof(Word) == sizeof(Pair), "a pair moves as one word");
+  Word here_bits, there_bits;
+  memcpy(&here_bits, &here, sizeof(Word));
+  memcpy(&there_bits, &there, sizeof(Word));
+  const Word got_bits = __shfl_xor_sync(0xffffffffu, odd ? here_bits : there_bits, 1);
+  Pair got;
+  memcpy(&got, &got_bits, sizeof(Word));
   return got;
 }
 
 // The four neighbours a lane writes, from its pairs of instruction tiles j (here) and j + 1
 // (there), every lane of the warp at once; they start at here's column (even lane) or in_ - 2
 // past it (odd lane).
-__device__ __forceinline__ c_quad_t neighbour_quad(const c_pair_t& here, const c_pair_t& there, bool odd) {
-  const c_pair_t got = swap_with_neighbour(odd ? here : there);
-  return odd ? c_quad_t{got, there} : c_quad_t{here, got};
+template <class Pair>
+__device__ __forceinline__ blasdx::pair<Pair> neighbour_quad(const Pair& here, const Pair& there, bool odd) {
+  using word = typename blasdx::conditional<sizeof(Pair) == 8, unsigned long long, unsigned>::type;
+  const Pair got = traded_pair<word>(here, there, odd);
+  return odd ? blasdx::pair<Pair>{got, there} : blasdx::pair<Pair>{here, got};
 }
 
 // C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
@@ -632,11 +640,12 @@ __device__ __forceinline__ void multiply_tile(tile_accumulator& acc, const worke
   }
 }
 
-// C = epilogue(acc, C) on a warpgroup's tile wholly inside m x n, in 16-bit row-major global
-// memory at leading dimension ld (a multiple of four, C aligned to four elements): each lane
-// writes neighbour_quads, so that every store instruction fills whole 32-byte sectors. store()
-// takes it for such C; pairs (half a sector an instruction) are kept for shared memory and for
-// mma.sync tiles, where quads measured slower.
+// C = epilogue(acc, C) on a warpgroup's tile wholly inside m x n, in 16- or 32-bit row-major
+// global memory at leading dimension ld (a multiple of four, C aligned to four elements): each
+// lane writes neighbour_quads, so that every 16-bit store instruction fills whole 32-byte sectors
+// and 32-bit C goes out in half the instructions, 16 bytes a lane. store() takes it for such C;
+// pairs are kept for shared memory and for mma.sync tiles, where quads measured slower.
+constexpr bool c_quads_to_global = c_pairs && (sizeof(c_t) == 2 || sizeof(c_t) == 4) && in_ == 8 && pn % 2 == 0;
 template <class Index, class CLoad, class CStore>
 __device__ __forceinline__ void store_tile_quads_to_global(const tile_accumulator& acc, const worker& w, tile_position at,
                                                            c_t* c, Index ld, const scalar_t& alpha, const scalar_t& beta,
@@ -929,7 +938,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
                                       const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
   if (acc.rank >= workers) return;
   const worker w(acc.rank);
-  if constexpr (c_quads && whole_tiles) {  // tested alike in the warpgroup: every lane reaches the shuffles
+  if constexpr (c_quads_to_global && whole_tiles) {  // tested alike in the warpgroup: every lane reaches the shuffles
     if (ldc % 4 == 0 && blasdx::address_aligned<4 * sizeof(c_t)>(c) && __isGlobal(c)) {
 #pragma unroll
       for (int p = 0; p < passes; ++p)

@@ -308,22 +308,30 @@ __device__ __forceinline__ void for_each_pair(const worker& w, tile_position at,
 constexpr bool c_quads = c_pairs && sizeof(c_t) == 2 && in_ == 8 && pn % 2 == 0;
 using c_quad_t = blasdx::pair<c_pair_t>;
 
-// The pair that lane t ^ 1 sends, for the one this lane sends.
-__device__ __forceinline__ c_pair_t swap_with_neighbour(const c_pair_t& send) {
-  unsigned bits;
-  memcpy(&bits, &send, sizeof(bits));
-  bits = __shfl_xor_sync(0xffffffffu, bits, 1);
-  c_pair_t got;
-  memcpy(&got, &bits, sizeof(got));
+// The pair lane t ^ 1 sends (its `here` where this lane is odd, else its `there`), for the one
+// this lane sends, as one 32- or 64-bit word: selected as bits in registers (a choice between
+// the two pairs' addresses put them in local memory). Templates: compiled only where C's pairs
+// are one word (quads of 16- and 32-bit C).
+template <class Word, class Pair>
+__device__ __forceinline__ Pair traded_pair(const Pair& here, const Pair& there, bool odd) {
+  static_assert(sizeof(Word) == sizeof(Pair), "a pair moves as one word");
+  Word here_bits, there_bits;
+  memcpy(&here_bits, &here, sizeof(Word));
+  memcpy(&there_bits, &there, sizeof(Word));
+  const Word got_bits = __shfl_xor_sync(0xffffffffu, odd ? here_bits : there_bits, 1);
+  Pair got;
+  memcpy(&got, &got_bits, sizeof(Word));
   return got;
 }
 
 // The four neighbours a lane writes, from its pairs of instruction tiles j (here) and j + 1
 // (there), every lane of the warp at once; they start at here's column (even lane) or in_ - 2
 // past it (odd lane).
-__device__ __forceinline__ c_quad_t neighbour_quad(const c_pair_t& here, const c_pair_t& there, bool odd) {
-  const c_pair_t got = swap_with_neighbour(odd ? here : there);
-  return odd ? c_quad_t{got, there} : c_quad_t{here, got};
+template <class Pair>
+__device__ __forceinline__ blasdx::pair<Pair> neighbour_quad(const Pair& here, const Pair& there, bool odd) {
+  using word = typename blasdx::conditional<sizeof(Pair) == 8, unsigned long long, unsigned>::type;
+  const Pair got = traded_pair<word>(here, there, odd);
+  return odd ? blasdx::pair<Pair>{got, there} : blasdx::pair<Pair>{here, got};
 }
 
 // C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
