@@ -2,8 +2,9 @@
 second GEMM two ways: ``smem`` (each value written into the second's A in shared memory, a
 barrier, then multiply: what multiply_chained does where A cannot stay in registers) and
 ``chained`` (multiply_chained, from registers where a_from_registers holds: SM 900, warpgroup
-tiles). float16 operands, float32 accumulators and D; ms per batch (median of 10 launches
-after a warm-up one, CUDA events, median of the rounds) and the ratio smem / chained.
+tiles). float16 operands, float32 accumulators and D; ms per batch (median of 5 launches
+after a warm-up one, CUDA events: block_sweep.timings; median of the rounds) and the ratio
+smem / chained.
 
     python benchmarks/chained.py [--batch 32768] [--rounds 3]
 """
@@ -13,11 +14,17 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import sys
+from pathlib import Path
 
+import block_sweep
 import numpy as np
 
 import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import chained_gemm  # noqa: E402
 
 KERNEL = r"""
 extern "C" __global__ void chained(const g1::a_t* a, const g1::b_t* b, const g2::b_t* e, g2::c_t* d, long long batch) {
@@ -79,8 +86,7 @@ def main() -> None:
         batch = args.batch
         a, b, e = (cupy.asarray((rng.standard_normal((batch, *shape)) / 4).astype(np.float16))
                    for shape in ((m, k), (k, n1), (n1, n2)))
-        shared = -(-first.shared_memory_size_ab // 1024) * 1024 + second.shared_memory_size_ab
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        shared = chained_gemm.shared_memory(first, second)  # the same layout as the example's kernel
         times: dict[str, list[float]] = {way: [] for way in kernels}
         errors = {}
         ab = cupy.matmul(a.astype(cupy.float32), b.astype(cupy.float32)).astype(cupy.float16)
@@ -93,14 +99,7 @@ def main() -> None:
                 launch = functools.partial(kernel, grid, second.block_dim, (a, b, e, d, np.int64(batch)), shared_mem=shared)
                 launch()
                 errors[way] = float(cupy.abs(d - ref).max() / cupy.abs(ref).max())
-                single = []
-                for _ in range(10):
-                    start.record()
-                    launch()
-                    stop.record()
-                    stop.synchronize()
-                    single.append(cupy.cuda.get_elapsed_time(start, stop))
-                times[way].append(statistics.median(single))
+                times[way].append(block_sweep.timings(cupy, launch)[1])  # median of 5 single launches
         smem, chained = (statistics.median(times[w]) for w in ("smem", "chained"))
         try:  # whether multiply_chained takes A from registers here, as the device source decides
             blasdx.compile_kernel(source + "static_assert(g2::a_from_registers<g1::accumulator>);", "chained")
