@@ -1,8 +1,9 @@
 """Chained GEMM, D = (A @ B) @ E per block, on the register-accumulator API: the first
-GEMM's accumulators become the second GEMM's A through multiply_chained, straight from the
-registers on an H100 or H200 (SM 900 descriptors: warpgroup tiles, a_from_registers), through
-shared memory elsewhere; the second's accumulators go straight to global memory. Only A, B, E
-are read from and D written to global memory.
+GEMM's accumulators become the second GEMM's A through multiply_chained, which keeps them in
+registers where gemm2::a_from_registers<gemm1::accumulator> (SM 900 warpgroup tiles, an
+intermediate at least 128 wide) and otherwise, as for these 64 x 64 ones, writes them to shared
+memory; the second's accumulators go straight to global memory. Only A, B, E are read from and
+D written to global memory.
 
 Two descriptors live in one kernel under two names (gemm1, gemm2)."""
 
@@ -45,7 +46,7 @@ extern "C" __global__ void chained_gemm(const gemm1::a_t* a, const gemm1::b_t* b
 def descriptors(size: int = 64, sm: int = 800):
     # 128 threads rather than the suggested 64 on SM 800: two GEMMs and their copies share a
     # block, and their shared memory allows only four blocks per SM, so more threads hide more
-    # latency. On SM 900 they are one warpgroup, whose tiles hold whole rows: A from registers.
+    # latency. On SM 900 they are one warpgroup, whose tiles hold whole rows.
     common = (Precision("float16") + Arrangement("row_major", "row_major", "row_major") + SM(sm) + Block()
               + BlockDim(128))
     return Size(size, size, size) + common, Size(size, size, size) + common

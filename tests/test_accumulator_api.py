@@ -179,15 +179,16 @@ extern "C" __global__ void chain(const g1::a_t* a, const g1::b_t* b, const g2::b
 # (SM, M, N1, N2, K, threads, g1's precisions, g2's, arrangements g1 g2, A from registers): g1 is
 # M x N1 x K, g2 M x N2 x N1.
 CHAIN_CASES = [
-    (900, 64, 64, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", True),
-    (900, 64, 64, 32, 64, 128, ("float16",) * 3, ("float16",) * 3, "rcr rcr", True),  # B read K-major
-    (900, 128, 64, 32, 64, 256, ("bfloat16", "bfloat16", "float32"), ("bfloat16",) * 3, "crc rrr", True),
-    (900, 128, 64, 64, 32, 128, ("float16", "float16", "float32"), ("float16",) * 3, "rrr rrr", True),  # 2 passes
-    (900, 64, 48, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", True),
+    (900, 64, 128, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", True),
+    (900, 64, 128, 32, 64, 128, ("float16",) * 3, ("float16",) * 3, "rcr rcr", True),  # B read K-major
+    (900, 128, 128, 32, 64, 256, ("bfloat16", "bfloat16", "float32"), ("bfloat16",) * 3, "crc rrr", True),
+    (900, 128, 128, 64, 32, 128, ("float16", "float16", "float32"), ("float16",) * 3, "rrr rrr", True),  # 2 passes
     (900, 64, 256, 64, 32, 256, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rcr", True),
+    (900, 64, 64, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),  # k 64
+    (900, 64, 48, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
     (900, 64, 512, 64, 32, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
-    (900, 64, 64, 512, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
-    (900, 64, 64, 64, 64, 128, ("float16", "float16", "float32"), ("tfloat32", "tfloat32", "float32"), "rcr rcr", False),
+    (900, 64, 128, 320, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
+    (900, 64, 128, 64, 64, 128, ("float16", "float16", "float32"), ("tfloat32", "tfloat32", "float32"), "rcr rcr", False),
     (900, 64, 32, 32, 32, 128, ("float32",) * 3, ("float32",) * 3, "rrr crc", False),  # FMA
     (800, 64, 64, 64, 64, 128, ("float16", "float16", "float32"), ("float16", "float16", "float32"), "rcr rrr", False),
     (800, 32, 32, 32, 32, 64, ("float64",) * 3, ("float64",) * 3, "rcr ccc", False),
