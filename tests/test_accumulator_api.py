@@ -301,7 +301,8 @@ def test_loads_move_16_bytes_where_a_run_time_test_finds_the_pointers_aligned():
 
 def test_device_source_documents_who_owns_what():
     text = describe(*SPECS[0]).device_source("gemm")
-    for name in ("struct accumulator", "make_accumulator()", "void multiply(", "void load(", "void store(",
+    for name in ("struct accumulator", "make_accumulator()", "void multiply(", "void multiply_chained(",
+                 "constexpr bool a_from_registers", "void load(", "void store(",
                  "int row(int i)", "int col(int i)", "bool in_bounds(int i)", "static constexpr int size",
                  "rows g = lane / 4", "load_a(const a_t* global, long long ld, a_t* shared)"):
         assert name in text, name

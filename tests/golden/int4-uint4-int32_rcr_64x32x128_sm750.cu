@@ -415,6 +415,8 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 //   accumulator acc = make_accumulator();  // zero, per thread
 //   multiply(sa, sb, acc);                 // acc += op(A) * op(B) from shared memory; again over a K loop
 //   multiply_async(sa, sb, acc); ... multiply_wait<N>(acc);  // the same, overlapped (wgmma; elsewhere synchronous)
+//   multiply_chained(other_acc, sa, sb, acc);  // A = another GEMM's accumulator: in registers where
+//                                              // a_from_registers<other::accumulator>, else via sa (syncs the block)
 //   acc.size, acc[i], acc.row(i), acc.col(i), acc.in_bounds(i)
 //   load(c, ldc, acc);                     // acc = c_load(C)
 //   store(acc, c, ldc, alpha, beta);       // C = c_store(alpha * acc + beta * c_load(C)); beta == 0 never reads C
