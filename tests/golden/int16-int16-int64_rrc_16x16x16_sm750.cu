@@ -349,7 +349,7 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
 // where both GEMMs run on warpgroup tiles (SM 900), this one with 16-bit float A and that one with
 // float accumulators, each warpgroup holds whole rows of that C, the same rows as of this A, and
 // k is at least 128. (An H100, benchmarks/chained.py: registers 1.57-2.8x the shared-memory hop
-// where k is 128, 0.91-0.94x where it is 32 or 64.)
+// where k is 128, 0.89-0.95x where it is 32 or 64.)
 template <class Source>
 constexpr bool a_from_registers =
     false;  // no warpgroup tiles here
