@@ -283,17 +283,6 @@ def test_chained_gemms_through_an_accumulator():
     assert relative_error(out.get().astype(np.float64), ref) < 4e-3
 
 
-def _on_device(values: np.ndarray, precision: str, layout: str):
-    """``values`` stored as ``precision`` in ``layout`` on the GPU (16-bit floats NumPy lacks as their bits)."""
-    import cupy
-
-    stored = values.astype(storage_dtype(precision))
-    stored = np.ascontiguousarray(stored) if layout == "r" else np.asfortranarray(stored)
-    if stored.dtype not in (np.float16, np.float32, np.float64):
-        stored = stored.view(f"u{stored.dtype.itemsize}")
-    return cupy.asarray(stored)
-
-
 @pytest.mark.parametrize("b_shift", [0, 16], ids=["b_aligned", "b_off_1024"])
 @pytest.mark.parametrize("case", CHAIN_CASES, ids=chain_id)
 def test_multiply_chained(case, b_shift):
@@ -306,20 +295,19 @@ def test_multiply_chained(case, b_shift):
         pytest.skip("SM(900) descriptors run on sm_90 devices")
     first, second = chain_descriptors(case)
     (m, n1, k), n2 = first.size, second.size[1]
-    arr1, arr2 = case[8].split()
     p1, p2 = first.precision, second.precision
     rng = np.random.default_rng(SEED)
-    a, b = random_values(p1.a, (m, k), rng, False) / 4, random_values(p1.b, (k, n1), rng, False) / 4
-    e = random_values(p2.b, (n1, n2), rng, False) / 4
-    out_dtype = storage_dtype(p2.c)
-    out = _on_device(np.full((m, n2), np.nan), p2.c, arr2[2])
+    a, b = (Operand(first, x, None, random_values(getattr(p1, x), (1, *shape), rng, False) / 4, rng)
+            for x, shape in (("a", (m, k)), ("b", (k, n1))))
+    e = Operand(second, "b", None, random_values(p2.b, (1, n1, n2), rng, False) / 4, rng)
+    out = Operand(second, "c", None, None, rng)
+    out.poison_all()
     kernel = blasdx.compile_kernel(chain_source(case), "chain")
     shared = -(-first.shared_memory_size_ab // 1024) * 1024 + second.shared_memory_size + 1024
-    kernel(1, second.block_dim, (_on_device(a, p1.a, arr1[0]), _on_device(b, p1.b, arr1[1]), _on_device(e, p2.b, arr2[1]),
-                                 out, np.int32(b_shift)), shared_mem=shared)
-    got = cupy.asnumpy(out).view(out_dtype).astype(np.float64)
-    ab = (a @ b).astype(storage_dtype(p2.a)).astype(np.float64)  # the accumulator, converted to the second A
-    assert relative_error(got, ab @ e) <= bound(first) + bound(second)
+    kernel(1, second.block_dim, (a.array, b.array, e.array, out.array, np.int32(b_shift)), shared_mem=shared)
+    got = out.result()[0]
+    ab = (a.values[0] @ b.values[0]).astype(storage_dtype(p2.a)).astype(np.float64)  # the accumulator as the second A
+    assert relative_error(got, ab @ e.values[0]) <= bound(first) + bound(second)
 
 
 EDGE_CASES = [  # precisions, arrangement, the descriptor's tile, the problem (M, N, K)
