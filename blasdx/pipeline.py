@@ -297,15 +297,27 @@ def execute(block: GemmPlan | GridPlan, a: Any, b: Any, c: Any, alpha: Any, beta
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
         alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
-        aligned = (grid_with_alignment(block, alignment) if isinstance(block, GridPlan)
-                   else with_alignment(block, alignment))
-        bound = bind(kernel(aligned, fusion, vc.device_id), va, vb, vc, bv)
+        bound = bind(launched_kernel(block, alignment, fusion, vc.device_id, va.batch), va, vb, vc, bv)
         if signature is not None:
             BOUND_LAUNCHES.put(signature[0], bound)
         if bound.grid:
             bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, block), handle,
                          0 if bv is None else bv.ptr)
     return c
+
+
+def launched_kernel(block: GemmPlan | GridPlan, alignment: tuple[int, int, int], fusion: Fusion, device_id: int,
+                    batch: int | None) -> Kernel:
+    """The kernel a call on arrays of ``alignment`` runs: the block GEMM's batched kernel, or a
+    Grid() descriptor's grid kernel, but for a batch of at least as many items as the GPU runs
+    blocks of the item's block GEMM at once (GridPlan.item_block), that block GEMM's batched kernel."""
+    if isinstance(block, GridPlan):
+        if block.item_block is not None and batch is not None:
+            item_kernel = kernel(with_alignment(block.item_block, alignment), fusion, device_id)
+            if batch >= item_kernel.resident_blocks:
+                return item_kernel
+        return kernel(grid_with_alignment(block, alignment), fusion, device_id)
+    return kernel(with_alignment(block, alignment), fusion, device_id)
 
 
 # --- the caches ---------------------------------------------------------------------------

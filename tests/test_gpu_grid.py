@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
+import blasdx
 from blasdx import (
     SM,
     Arrangement,
@@ -26,7 +27,7 @@ from blasdx import (
     compile_kernel,
 )
 
-from .gpu_support import Operand, assert_stops_with_a_trap, relative_error, run_and_check
+from .gpu_support import Operand, assert_stops_with_a_trap, bound, relative_error, run_and_check
 
 pytestmark = pytest.mark.gpu
 
@@ -149,6 +150,78 @@ def test_hooks_and_bias_at_global_coordinates(bias_shape, prec, arr, m, n):
     from math import erf
 
     ref = 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
+    assert relative_error(c.result(), ref) < 2e-3
+
+
+ITEM_BLOCK_CASES = [  # precisions, arrangement, size, complex: each batch item one block GEMM
+    (("float16", "float16", "float32"), "rcr", (64, 64, 64), False),  # wgmma
+    (("bfloat16", "bfloat16", "float32"), "crc", (128, 64, 192), False),  # wgmma, k past ITEM_BLOCK_MAX_K
+    (("float16",) * 3, "ccc", (48, 48, 48), False),  # mma.sync
+    (("float32",) * 3, "rrr", (100, 70, 45), False),  # FMA, odd sizes
+    (("float64",) * 3, "rcr", (32, 32, 32), False),
+    (("int8", "int8", "int32"), "rcr", (64, 64, 64), False),
+    (("float8_e4m3", "float8_e5m2", "float32"), "rcr", (64, 64, 64), False),
+    (("tfloat32", "tfloat32", "float32"), "rcr", (64, 32, 32), False),
+    (("float32",) * 3, "crr", (32, 32, 32), True),
+]
+
+
+def _items_the_block_kernel_fills(desc, operands) -> int:
+    """Blocks the GPU runs at once of the batched block kernel that execute() would launch for
+    ``desc`` on ``operands``' data (their pointers' and batch strides' alignment)."""
+    from blasdx.plan import with_alignment
+    from blasdx.runtime.arguments import check_operands, data_alignment
+
+    views = check_operands(desc.plan, *(x.array for x in operands))
+    item = with_alignment(desc.plan.item_block, tuple(data_alignment(v) for v in views))
+    return blasdx.pipeline.kernel(item).resident_blocks
+
+
+def _launched(desc, operands, fusion=None, bias=None):
+    """The kernel execute() bound for this call's operands (their launch signature)."""
+    import cupy
+
+    from blasdx.codegen.hooks import NO_FUSION
+    from blasdx.runtime.launch import launch_signature
+
+    key, _ = launch_signature(cupy.ndarray, None, desc.plan, fusion or NO_FUSION, *(x.array for x in operands), bias)
+    return blasdx.pipeline.BOUND_LAUNCHES.get(key).kernel
+
+
+@pytest.mark.parametrize("prec, arr, size, complex_", ITEM_BLOCK_CASES,
+                         ids=["wgmma", "wgmma-k192", "mma", "fma-odd", "f64", "i8", "fp8", "tf32", "cf32"])
+def test_large_batches_of_one_block_items_run_the_block_kernel(prec, arr, size, complex_):
+    """A batch of as many items as the GPU runs blocks of the item's block GEMM at once runs that
+    batched kernel (GridPlan.item_block), right to the bound and NaN-poisoned C written whole; a
+    batch of one item fewer, and a small one, run the grid kernel."""
+    desc = grid(prec, arr, size, 900, complex_)
+    assert desc.plan.item_block is not None
+    rng = np.random.default_rng(19)
+    fills = _items_the_block_kernel_fills(desc, [Operand(desc, x, 2, None, rng) for x in "abc"])
+    for batch, block_kernel in ((fills, True), (fills - 1, False), (2, False)):
+        operands = [Operand(desc, x, batch, None, rng) for x in "abc"]
+        operands[2].poison_all()
+        desc.execute(*(x.array for x in operands), alpha=2, beta=0)
+        assert (_launched(desc, operands).grid_plan is None) == block_kernel, (batch, fills)
+        ref = 2 * np.matmul(operands[0].values, operands[1].values)
+        out = operands[2].result()
+        err = relative_error(out, ref) if bound(desc) > 0 else float(np.max(np.abs(out - ref)))
+        assert err <= bound(desc), f"{desc!r}, batch {batch}: error {err:.3g}"
+
+
+def test_the_block_kernel_of_large_batches_takes_hooks_and_a_bias():
+    import cupy
+
+    desc = grid(("float16", "float16", "float32"), "rcr", (64, 64, 64))
+    rng = np.random.default_rng(20)
+    batch = _items_the_block_kernel_fills(desc, [Operand(desc, x, 2, None, rng) for x in "abc"])
+    a, b, c = (Operand(desc, x, batch, None, rng) for x in "abc")
+    bias = rng.standard_normal(64).astype(np.float32)
+    on_gpu = cupy.asarray(bias)
+    desc.execute(a.array, b.array, c.array, 2, -1, bias=on_gpu, epilogue="relu", prologue="negate")
+    fusion = blasdx.pipeline.fusion(desc, "negate", "relu", None, None, None, None, True)
+    assert _launched(desc, (a, b, c), fusion, on_gpu).grid_plan is None
+    ref = np.maximum(2 * np.matmul(-a.values, -b.values) - c.values + bias, 0)
     assert relative_error(c.result(), ref) < 2e-3
 
 

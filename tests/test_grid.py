@@ -382,6 +382,45 @@ def test_explain_names_tiles_loop_order_and_instruction():
     assert "two blocks share an SM" in shared
 
 
+@pytest.mark.parametrize("size, prec, extra, item", [
+    ((64, 64, 64), F16F32, (), True),
+    ((64, 64, 512), F16F32, (), True),  # wgmma: any k one block holds
+    ((100, 70, 45), Precision("float32"), (), True),
+    ((32, 32, 64), Precision("float64"), (), True),
+    ((32, 32, 128), Precision("float64"), (), False),  # mma.sync past ITEM_BLOCK_MAX_K
+    ((64, 64, 256), Precision("float32"), (), False),  # FMA past ITEM_BLOCK_MAX_K
+    ((256, 256, 64), F16F32, (), False),  # more than one block's shared memory
+    ((64, 64, 64), F16F32, (Tile(64, 64, 32),), False),  # the grid kernel as described
+    ((64, 64, 64), F16F32, (Stages(3),), False),
+    ((64, 64, 64), F16F32, (BlockDim(256),), False),
+], ids=["wgmma", "wgmma-k512", "fma-odd", "f64-k64", "f64-k128", "fma-k256", "too-big", "tile", "stages", "threads"])
+def test_a_batch_item_that_one_block_gemm_holds_has_its_block_plan(size, prec, extra, item):
+    desc = Size(*size) + prec + RCR + SM(900) + Grid()
+    for op in extra:
+        desc = desc + op
+    plan = desc.plan
+    assert (plan.item_block is not None) == item
+    if item:
+        block = Size(*size) + prec + RCR + SM(900) + Block()
+        assert plan.item_block == block.plan
+    assert f"{'batched kernel of Size' if item else 'this grid kernel, whatever the batch'}" in desc.explain()
+
+
+def test_the_item_block_leaves_the_grid_kernel_alone():
+    """The grid kernel's name and source identity do not depend on item_block (another kernel's plan)."""
+    from dataclasses import replace
+
+    from blasdx.codegen.render import kernel_identity
+
+    plan = grid(size=(64, 64, 64)).plan
+    assert plan.item_block is not None
+    without = replace(plan, item_block=None)
+    assert plan.kernel_name == without.kernel_name
+    assert kernel_identity(plan, "k") == kernel_identity(without, "k")
+    text = grid(size=(32, 32, 128)).replace(Precision("float64")).explain()
+    assert "k = 128 is over 64 on mma_f64" in text
+
+
 # --- compiles ---------------------------------------------------------------------------------
 
 FAMILIES = [  # precisions, complex, SM

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
 from .block import GemmPlan, MatrixPlan, with_alignment
-from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, GridPlan, grid_with_alignment
+from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, GridPlan, grid_with_alignment, item_block_choice
 from .kernel import kernel_plan
 
 if TYPE_CHECKING:
@@ -149,6 +149,7 @@ def explain_grid(desc: Descriptor) -> str:
         f"tile's K loop splits into up to {MAX_SPLITS} parts of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace "
         f"from CuPy's pool; the last part to finish adds them up in order (the same result whichever it is). Not "
         f"under stream capture (CUDA graphs)",
+        _batches_line(desc),
         _epilogue_line(p),
         _copies_line(launched) + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
         "each tile is the block GEMM of tile_descriptor:",
@@ -158,6 +159,17 @@ def explain_grid(desc: Descriptor) -> str:
     tile_lines = explain(desc.tile_descriptor).splitlines()
     lines += ["  " + line for line in tile_lines if line.startswith(_TILE_LINES)]
     return "\n".join(lines)
+
+
+def _batches_line(desc: Descriptor) -> str:
+    """Which kernel execute() runs on a batch (GridPlan.item_block), and why."""
+    item, why = item_block_choice(desc)
+    if item is None:
+        return f"batches: this grid kernel, whatever the batch ({why})"
+    m, n, k = desc.size
+    return (f"batches: {why}, so a call of at least as many items as the GPU runs blocks of it at once runs the "
+            f"batched kernel of Size({m}, {n}, {k}) + Block() in its place (a block an item, several an SM; "
+            f"GridPlan.item_block); smaller batches run this one")
 
 
 def _epilogue_line(p: GridPlan) -> str:

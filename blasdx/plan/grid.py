@@ -13,19 +13,17 @@ in an L2-friendly order.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
 
 from ..arch import BLOCK_RESERVED_SHARED, REGISTERS_PER_SM, shared_memory_limit
+from ..describe.descriptor import Descriptor
+from ..describe.operators import Block
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import GRID_MIN_TILES
-from ..errors import UnsupportedError
+from ..errors import DescriptorError, UnsupportedError
 from .block import GemmPlan, MatrixPlan, make_plan, matrix_plan, vector_bytes_of
 from .kernel import shared_layout
-
-if TYPE_CHECKING:
-    from ..describe.descriptor import Descriptor
 
 # Stages the planner suggests at most: 4 x 48 KiB of 256x128x64 float16 tiles fill an SM's
 # shared memory for one block (benchmarks/grid_gemm.py measures 2 to 6; 3 lose everywhere).
@@ -38,6 +36,16 @@ MAX_PIPELINED_FMA_K = 64
 # Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
 # running at once share rows of A and columns of B in L2.
 GROUP_M = 8
+# Batches of small problems (GridPlan.item_block): where one block GEMM holds a whole batch item,
+# the batched block kernel (a block an item, several an SM, a new item's block starting as one
+# ends) outruns the persistent grid (at most two tiles an SM, each one's epilogue waiting on C).
+# H100, batches of 512 MiB, beta 0.5, ms of the grid kernel -> the block kernel (twentieth
+# session, benchmarks/RESULTS.md): 64x64x64 float16 -> float32 0.364 -> 0.186, 64x64x512 0.236 ->
+# 0.182, 128x128x64 float16 0.426 -> 0.183, 100x70x45 float32 1.56 -> 0.55, 32x32x32 float64
+# 0.253 -> 0.179, 64x64x64 float32 0.261 -> 0.180; but 32x32x128 float64 0.195 -> 0.370 and
+# 64x64x256 float32 0.229 -> 0.474, where a block's one long K step of mma.sync or FMA tiles runs
+# unpipelined: past k = ITEM_BLOCK_MAX_K, those keep the grid kernel (wgmma tiles do not).
+ITEM_BLOCK_MAX_K = 64
 # The TMA kernel's producer warpgroup (GridPlan.tma), and the registers each of its threads keeps
 # (setmaxnreg): one thread issues the copies; the rest of the register file goes to the tile's. 24
 # (setmaxnreg's least) rather than 40 gives the 512 threads of a 256x128 tile 112 registers, not 104:
@@ -104,6 +112,10 @@ class GridPlan:
     # slabs (TmaOperand) while the tile's warpgroups multiply. grid_with_alignment decides, from
     # the arrays' alignment; the cp.async K loop (mainloop_range) runs elsewhere.
     tma: bool = False
+    # The block GEMM of a whole batch item, whose batched kernel execute() runs in place of the
+    # grid kernel on large batches (item_block_choice); None where the grid kernel always runs.
+    # Not in the repr, which identifies the grid kernel's source in the kernel cache.
+    item_block: GemmPlan | None = field(default=None, repr=False)
 
     @cached_property
     def _hash(self) -> int:
@@ -290,6 +302,7 @@ class GridPlan:
     @property
     def digest(self) -> str:
         fields = asdict(self)
+        del fields["item_block"]  # another kernel's plan: nothing of it is in this one's code
         return hashlib.sha256(repr(fields).encode()).hexdigest()[:8]
 
     @property
@@ -354,7 +367,28 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
         stages = min(MAX_SUGGESTED_STAGES_TWO_BLOCKS, suggested_stages(stage_bytes, k_tiles, desc.sm, blocks_per_sm=2))
     return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
-                    split_k=split_k)
+                    split_k=split_k, item_block=item_block_choice(desc)[0])
+
+
+def item_block_choice(desc: Descriptor) -> tuple[GemmPlan | None, str]:
+    """The block GEMM of one batch item of a Grid() descriptor (Size(m, n, k) + Block() with its
+    other operators), whose batched kernel execute() runs on batches of at least as many items as
+    the GPU runs blocks of it at once (GridPlan.item_block); None where the grid kernel runs
+    whatever the batch. With why, as explain() says it."""
+    given = [kind for kind in ("Tile", "Stages", "BlockDim") if kind in desc.operator_map]
+    if given:
+        return None, f"{', '.join(given)} given: the grid kernel as described"
+    operators = {kind: op for kind, op in desc.operator_map.items() if kind != "Grid"}
+    operators["Block"] = Block()
+    try:
+        item = Descriptor(operators).plan
+    except DescriptorError as exc:  # its first clause: what the block GEMM lacks (the rest advises Block() users)
+        return None, f"a batch item is more than one block GEMM holds: {str(exc).split(';')[0]}"
+    assert isinstance(item, GemmPlan)
+    if not item.instruction.is_wgmma and desc.size.k > ITEM_BLOCK_MAX_K:
+        return None, (f"k = {desc.size.k} is over {ITEM_BLOCK_MAX_K} on {item.instruction.name} tiles, where one "
+                      f"block's whole K loop at once loses to the grid's pipelined one")
+    return item, "a batch item is one block GEMM"
 
 
 @lru_cache(maxsize=1024)
