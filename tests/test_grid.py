@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import re
 
 import pytest
 
@@ -435,6 +436,28 @@ FAMILIES = [  # precisions, complex, SM
     (("float32",) * 3, True, 800),
     (("float16",) * 3, True, 750),
 ]
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("prec", [("float16", "float16", "float32"), ("float16",) * 3, ("float64",) * 3],
+                         ids=["f16f32", "f16-quads", "f64"])
+def test_the_epilogue_reads_c_a_group_ahead_of_its_writes(prec):
+    """With beta != 0 the epilogue's reads of C come in groups, each before any of the group's
+    writes (c_read_group): in the PTX, every run of global loads between stores holds 8 or more
+    (it held 3 or 4, each pair's read waiting on the write before it)."""
+    from .test_accumulator_api import ptx_of
+
+    desc = Size(256, 256, 64) + Precision(*prec) + RCR + SM(900) + Grid()
+    ptx = ptx_of(desc.source, desc.plan.kernel_name)
+    loads_between_stores = []
+    count = 0
+    for op in re.findall(r"\b(ld\.global|st\.global)", ptx):
+        if op == "ld.global":
+            count += 1
+        elif count:
+            loads_between_stores.append(count)
+            count = 0
+    assert len(loads_between_stores) >= 2 and min(loads_between_stores) >= 8, loads_between_stores
 
 
 @pytest.mark.compile
