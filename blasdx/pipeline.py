@@ -310,7 +310,8 @@ def launched_kernel(block: GemmPlan | GridPlan, alignment: tuple[int, int, int],
                     batch: int | None) -> Kernel:
     """The kernel a call on arrays of ``alignment`` runs: the block GEMM's batched kernel, or a
     Grid() descriptor's grid kernel, but for a batch of at least as many items as the GPU runs
-    blocks of the item's block GEMM at once (GridPlan.item_block), that block GEMM's batched kernel."""
+    blocks of the item's block GEMM at once (GridPlan.item_block), that block GEMM's batched kernel
+    (loaded, once, to learn that count)."""
     if isinstance(block, GridPlan):
         if block.item_block is not None and batch is not None:
             item_kernel = kernel(with_alignment(block.item_block, alignment), fusion, device_id)

@@ -39,12 +39,12 @@ GROUP_M = 8
 # Batches of small problems (GridPlan.item_block): where one block GEMM holds a whole batch item,
 # the batched block kernel (a block an item, several an SM, a new item's block starting as one
 # ends) outruns the persistent grid (at most two tiles an SM, each one's epilogue waiting on C).
-# H100, batches of 512 MiB, beta 0.5, ms of the grid kernel -> the block kernel (twentieth
-# session, benchmarks/RESULTS.md): 64x64x64 float16 -> float32 0.364 -> 0.186, 64x64x512 0.236 ->
-# 0.182, 128x128x64 float16 0.426 -> 0.183, 100x70x45 float32 1.56 -> 0.55, 32x32x32 float64
-# 0.253 -> 0.179, 64x64x64 float32 0.261 -> 0.180; but 32x32x128 float64 0.195 -> 0.370 and
-# 64x64x256 float32 0.229 -> 0.474, where a block's one long K step of mma.sync or FMA tiles runs
-# unpipelined: past k = ITEM_BLOCK_MAX_K, those keep the grid kernel (wgmma tiles do not).
+# H100, batches of 512 MiB, beta 0.5, ms of the grid kernel / the block kernel (twentieth
+# session, benchmarks/RESULTS.md): 64x64x64 float16 -> float32 0.364 / 0.186, 64x64x512 0.236 /
+# 0.182, 128x128x64 float16 0.426 / 0.183, 100x70x45 float32 1.56 / 0.55, 32x32x32 float64 0.253 /
+# 0.179, 64x64x64 float32 0.261 / 0.180; but 32x32x128 float64 0.195 / 0.370 and 64x64x256 float32
+# 0.229 / 0.474, where a block's one long K step of mma.sync or FMA tiles runs unpipelined: past
+# k = ITEM_BLOCK_MAX_K, those keep the grid kernel (wgmma tiles do not).
 ITEM_BLOCK_MAX_K = 64
 # The TMA kernel's producer warpgroup (GridPlan.tma), and the registers each of its threads keeps
 # (setmaxnreg): one thread issues the copies; the rest of the register file goes to the tile's. 24
