@@ -460,6 +460,17 @@ def test_the_epilogue_reads_c_a_group_ahead_of_its_writes(prec):
     assert len(loads_between_stores) >= 2 and min(loads_between_stores) >= 8, loads_between_stores
 
 
+def test_fma_tiles_read_c_ahead_where_a_block_has_the_sm_to_itself_and_b_is_column_major():
+    """FMA tiles' epilogue reads 8 values of C before writing any (store_partial<8>) on one block an
+    SM with column-major B; elsewhere one at a time, as measured (GridPlan.fma_c_read_ahead)."""
+    alone = Size(256, 256, 64) + Precision("float32") + RCR + SM(900) + Grid()
+    row_major_b = Size(64, 64, 256) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
+    shared = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
+    assert alone.plan.blocks_per_sm == 1 and alone.plan.fma_c_read_ahead == 8 and "store_partial<8>" in alone.source
+    assert row_major_b.plan.blocks_per_sm == 1 and "store_partial<1>" in row_major_b.source
+    assert shared.plan.blocks_per_sm == 2 and "store_partial<1>" in shared.source
+
+
 @pytest.mark.compile
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f"{'c' if f[1] else ''}{f[0][0]}-{f[0][2]}_sm{f[2]}")
 def test_the_grid_kernel_compiles(family):

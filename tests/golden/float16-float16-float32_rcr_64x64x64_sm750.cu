@@ -648,15 +648,35 @@ __device__ __forceinline__ void load(const c_t* c, long long ldc, accumulator& a
 }
 
 // The same for an edge tile: only C(r, col) with r < rows and col < cols are read and written
-// (a tile of a larger C whose edge cuts it).
-template <class CLoad = blasdx::identity, class CStore = blasdx::identity>
+// (a tile of a larger C whose edge cuts it). ReadAhead values of C are read before any of them is
+// written: one round trip to memory a group rather than a value (each read otherwise waits for
+// the write before it, which may alias it for all the compiler knows), for as many registers.
+template <int ReadAhead = 1, class CLoad = blasdx::identity, class CStore = blasdx::identity>
 __device__ __forceinline__ void store_partial(const accumulator& acc, c_t* c, long long ldc, int rows, int cols,
                                               const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load = {},
                                               const CStore& c_store = {}) {
+  if constexpr (ReadAhead == 1) {  // the code as it was before ReadAhead, which ptxas allocates a little better
 #pragma unroll
-  for (int i = 0; i < accumulator::size; ++i)
-    if (acc.in_bounds(i) && acc.row(i) < rows && acc.col(i) < cols)
-      update_c(c, ldc, acc.row(i), acc.col(i), acc[i], alpha, beta, c_load, c_store);
+    for (int i = 0; i < accumulator::size; ++i)
+      if (acc.in_bounds(i) && acc.row(i) < rows && acc.col(i) < cols)
+        update_c(c, ldc, acc.row(i), acc.col(i), acc[i], alpha, beta, c_load, c_store);
+  } else {
+    const auto inside = [&](int i) { return i < accumulator::size && acc.in_bounds(i) && acc.row(i) < rows && acc.col(i) < cols; };
+#pragma unroll
+    for (int i0 = 0; i0 < accumulator::size; i0 += ReadAhead) {
+      c_t old[ReadAhead] = {};
+      if (!blasdx::is_zero(beta)) {
+#pragma unroll
+        for (int g = 0; g < ReadAhead; ++g)
+          if (inside(i0 + g)) old[g] = c[c_element(acc.row(i0 + g), acc.col(i0 + g), ldc)];
+      }
+#pragma unroll
+      for (int g = 0; g < ReadAhead; ++g)
+        if (inside(i0 + g))
+          c[c_element(acc.row(i0 + g), acc.col(i0 + g), ldc)] =
+              epilogue(acc.row(i0 + g), acc.col(i0 + g), acc[i0 + g], old[g], alpha, beta, c_load, c_store);
+    }
+  }
 }
 
 // The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in
