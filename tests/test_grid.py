@@ -407,6 +407,32 @@ def test_a_batch_item_that_one_block_gemm_holds_has_its_block_plan(size, prec, e
     assert f"{'batched kernel of Size' if item else 'this grid kernel, whatever the batch'}" in desc.explain()
 
 
+def test_a_call_runs_the_item_block_from_the_batch_that_fills_the_gpu_with_it(monkeypatch):
+    """pipeline.launched_kernel: the item's block kernel from a batch of its resident blocks on,
+    the grid kernel for fewer items, a single problem, or a descriptor without item_block (the
+    kernels stand in for loaded ones: no GPU here)."""
+    from types import SimpleNamespace
+
+    from blasdx.plan import GemmPlan, GridPlan
+
+    loaded = []
+
+    def fake_kernel(plan, fusion, device_id):
+        loaded.append(plan)
+        return SimpleNamespace(plan=plan, resident_blocks=100)
+
+    monkeypatch.setattr(blasdx.pipeline, "kernel", fake_kernel)
+    def launched(desc, batch):
+        return blasdx.pipeline.launched_kernel(desc.plan, (16, 16, 16), blasdx.pipeline.NO_FUSION, 0, batch).plan
+
+    small = grid(size=(64, 64, 64))
+    assert isinstance(launched(small, 100), GemmPlan) and isinstance(launched(small, 5000), GemmPlan)
+    assert isinstance(launched(small, 99), GridPlan) and isinstance(launched(small, None), GridPlan)
+    loaded.clear()
+    assert isinstance(launched(grid(Tile(64, 64, 32), size=(64, 64, 64)), 5000), GridPlan)
+    assert len(loaded) == 1  # no item kernel was loaded to count its blocks
+
+
 def test_the_item_block_leaves_the_grid_kernel_alone():
     """The grid kernel's name and source identity do not depend on item_block (another kernel's plan)."""
     from dataclasses import replace
