@@ -474,6 +474,7 @@ def test_the_epilogue_reads_c_a_group_ahead_of_its_writes(prec):
     from .test_accumulator_api import ptx_of
 
     desc = Size(256, 256, 64) + Precision(*prec) + RCR + SM(900) + Grid()
+    assert "where beta != 0, C read a few instruction tiles at a time, ahead of their writes" in desc.explain()
     ptx = ptx_of(desc.source, desc.plan.kernel_name)
     loads_between_stores = []
     count = 0
@@ -493,6 +494,8 @@ def test_fma_tiles_read_c_ahead_where_a_block_has_the_sm_to_itself_and_b_is_colu
     row_major_b = Size(64, 64, 256) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
     shared = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
     assert alone.plan.blocks_per_sm == 1 and alone.plan.fma_c_read_ahead == 8 and "store_partial<8>" in alone.source
+    assert "C read 8 values a thread at a time, ahead of their writes" in alone.explain()
+    assert "ahead of their writes" not in shared.explain()
     assert row_major_b.plan.blocks_per_sm == 1 and "store_partial<1>" in row_major_b.source
     assert shared.plan.blocks_per_sm == 2 and "store_partial<1>" in shared.source
 

@@ -174,7 +174,10 @@ def _batches_line(desc: Descriptor) -> str:
 
 def _epilogue_line(p: GridPlan) -> str:
     """How the tiles' results reach C (GridPlan.stages_c)."""
-    direct = "epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)"
+    ahead = ("a few instruction tiles" if p.tile.instruction.is_mma else
+             f"{p.fma_c_read_ahead} values a thread" if p.fma_c_read_ahead > 1 else "")
+    direct = ("epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)"
+              + (f"; where beta != 0, C read {ahead} at a time, ahead of their writes" if ahead else ""))
     staged = ("the accumulators staged in shared memory (free after the K loop), then alpha, beta, the hooks and the "
               "bias applied and C written in runs of 16 bytes along its contiguous dimension")
     if p.stages_c(epilogue_hooks=False):
