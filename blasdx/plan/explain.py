@@ -168,8 +168,8 @@ def _batches_line(desc: Descriptor) -> str:
         return f"batches: this grid kernel, whatever the batch ({why})"
     m, n, k = desc.size
     return (f"batches: {why}, so a call of at least as many items as the GPU runs blocks of it at once runs the "
-            f"batched kernel of Size({m}, {n}, {k}) + Block() in its place (a block an item, several an SM; "
-            f"GridPlan.item_block); smaller batches run this one")
+            f"batched kernel of Size({m}, {n}, {k}) + Block() in its place (a block an item, several an SM); "
+            f"smaller batches run this one")
 
 
 def _epilogue_line(p: GridPlan) -> str:

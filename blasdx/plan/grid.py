@@ -175,8 +175,8 @@ class GridPlan:
     def fma_c_read_ahead(self) -> int:
         """Values of C an FMA tile's epilogue reads before it writes any (store_partial's
         ReadAhead): 8 where a block has the SM's registers to itself and B is column-major, else 1.
-        On an H100, beta 0.5, float32, ms 1 -> 8, three alternating rounds (twentieth session,
-        benchmarks/RESULTS.md): 512 MiB batches of 256x256x64 RCR 0.983 -> 0.441, 100x70x200 RCR
+        On an H100, beta 0.5, float32, ms reading 1 -> 8 ahead, three alternating rounds (twentieth
+        session, benchmarks/RESULTS.md): 512 MiB batches of 256x256x64 RCR 0.983 -> 0.441, 100x70x200 RCR
         1.164 -> 0.746, 4096^3 RCR 3.51 -> 3.38; but row-major B lost or held, 64x64x256 RRR 0.233 ->
         0.254, 128x128x128 RRR 0.356 -> 0.358, and two blocks an SM (RRR 4096^3, 128 registers)
         spilled more (40 -> 64 bytes; 3.52 -> 3.64)."""
