@@ -411,6 +411,51 @@ def test_store_writes_c_of_wgmma_tiles_in_quads(spec, quad_store):
     assert ".local" not in ptx
 
 
+UPDATE_C = r"""
+extern "C" __global__ void update(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long ldc, gemm::scalar_t beta) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  gemm::load_a(a, sa);
+  gemm::load_b(b, sb);
+  gemm::copy_wait();
+  auto acc = gemm::make_accumulator();
+  gemm::multiply(sa, sb, acc);
+  gemm::store(acc, c, ldc, gemm::scalar_t(1), beta);
+}
+"""
+
+
+def global_loads_between_stores(ptx: str) -> list[int]:
+    """The lengths of the runs of global loads that end at a global store, in PTX order."""
+    runs, count = [], 0
+    for op in re.findall(r"\b(ld\.global|st\.global)", ptx):
+        if op == "ld.global":
+            count += 1
+        elif count:
+            runs.append(count)
+            count = 0
+    return runs
+
+
+@pytest.mark.parametrize("spec, group_loads", [
+    ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), 4),  # wgmma quads: 2 tiles x 2 pairs
+    ((("float16", "float16", "float16"), False, "rrr", (64, 64, 64), 900), 8),  # wgmma quads: 4 tiles x 2 pairs
+    ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), 8),  # mma.sync pairs
+    ((("float16", "float16", "float32"), False, "rcr", (64, 64, 64), 800), 4),
+    ((("float64", "float64", "float64"), False, "rrr", (32, 32, 32), 900), 2),  # 16-byte pairs: one tile
+    ((("float16", "float16", "float16"), False, "rcc", (32, 32, 32), 900), 16),  # column-major C: element by element
+], ids=lambda x: str(x) if isinstance(x, int) else _spec_id(x))
+def test_store_reads_c_a_group_ahead_of_its_writes(spec, group_loads):
+    """store() to global memory with beta != 0 reads C a group of instruction tiles (32 bytes a
+    lane, c_read_group) before writing any of them: in the PTX, every run of global loads
+    between stores holds a whole group (each pair's read had waited for the write before it, the
+    compiler unable to tell that they do not alias: runs of 1 or 2). Quads and pairs alike."""
+    desc = describe(*spec)
+    runs = global_loads_between_stores(ptx_of(desc.device_source("gemm") + UPDATE_C, "update", desc.sm))
+    assert len(runs) >= 2 and min(runs) >= group_loads, runs
+
+
 @pytest.mark.parametrize("spec, element_load", [
     ((("float16", "float16", "float16"), False, "rrr", (32, 32, 32), 900), r"ld\.shared\.u16"),
     ((("float16", "float16", "float32"), False, "rrr", (64, 64, 64), 900), r"ld\.shared\.u16"),  # wgmma's fallback

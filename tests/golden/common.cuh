@@ -424,7 +424,8 @@ __device__ __forceinline__ void copy_runs_shifted(const void* src, SrcLd src_ld,
 
 // *p = v in global memory as one store instruction of sizeof(T) bytes (16, 8 or 4; others as
 // written): NVVM splits some aggregate stores into their elements (a float4 of the FMA epilogue
-// went out as four st.global.f32, a pair of doubles as two st.global.f64).
+// went out as four st.global.f32, a pair of doubles as two st.global.f64, a pair of halves as
+// two st.global.u16).
 template <class T>
 __device__ __forceinline__ void store_global(T* p, const T& v) {
   if constexpr (sizeof(T) == 16) {
@@ -435,6 +436,10 @@ __device__ __forceinline__ void store_global(T* p, const T& v) {
     uint2 u;
     memcpy(&u, &v, sizeof(u));
     asm volatile("st.global.v2.b32 [%0], { %1, %2 };" ::"l"(p), "r"(u.x), "r"(u.y) : "memory");
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned u;
+    memcpy(&u, &v, sizeof(u));
+    asm volatile("st.global.b32 [%0], %1;" ::"l"(p), "r"(u) : "memory");
   } else {
     *p = v;
   }

@@ -278,17 +278,6 @@ __device__ __forceinline__ c_pair_t updated_pair(int r, int col, const Acc& acc0
                   epilogue(r, col + 1, acc1, old.y, alpha, beta, c_load, c_store)};
 }
 
-// Two neighbouring outputs C(r, col) and C(r, col + 1), with one load and one store.
-template <class Index, class Acc, class CLoad, class CStore>
-__device__ __forceinline__ void update_c_pair(c_t* c, Index ld, int r, int col, const Acc& acc0, const Acc& acc1,
-                                              const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
-                                              const CStore& c_store) {
-  c_pair_t* p = reinterpret_cast<c_pair_t*>(c + c_element(r, col, ld));
-  c_pair_t old{};
-  if (!blasdx::is_zero(beta)) old = *p;
-  *p = updated_pair(r, col, acc0, acc1, old, alpha, beta, c_load, c_store);
-}
-
 // Calls f(i, j, v, r, col) for each pair of this lane's accumulator values acc[i][j][v] and
 // acc[i][j][v + 1] of the warp tile at `at`: the outputs C(r, col) and C(r, col + 1).
 template <class F>
@@ -334,20 +323,60 @@ __device__ __forceinline__ blasdx::pair<Pair> neighbour_quad(const Pair& here, c
   return odd ? blasdx::pair<Pair>{got, there} : blasdx::pair<Pair>{here, got};
 }
 
+// Read ahead: store() and the Grid() epilogue read C a group of c_read_group instruction tiles
+// (along n, 32 bytes a lane) at a time, all of a group's reads issued before any of its writes,
+// which each read would otherwise wait for (they may alias it, for all the compiler knows): one
+// round trip to memory a group rather than a pair. A group, not a whole tile, keeps the reads'
+// registers few (a pass's 64 of the 256x128 float32 grid tile spilled 692 bytes).
+constexpr int c_read_group = c_vals * sizeof(c_t) <= 8 && pn % 4 == 0 ? 4 : c_vals * sizeof(c_t) <= 16 && pn % 2 == 0 ? 2 : 1;
+
+// f(j, v, row, col) for each pair of instruction tiles j0 <= j < j0 + c_read_group of row i.
+template <class F>
+__device__ __forceinline__ void for_each_pair_of_group(const worker& w, tile_position at, int i, int j0, const F& f) {
+#pragma unroll
+  for (int j = j0; j < j0 + c_read_group; ++j)
+#pragma unroll
+    for (int v = 0; v < c_vals; v += 2) f(j, v, at.m0 + w.row0 + i * im + c_row(v, w.g, w.t), at.n0 + j * in_ + c_col(v, w.g, w.t));
+}
+
 // C = epilogue(acc, C) on a warp's tile, C at leading dimension ld, values (v, v + 1) as one
-// pair where Pairs (both inside n), else one by one.
+// pair where Pairs (both inside n), else one by one; C read a group ahead (c_read_group).
 template <bool Pairs, class Index, class CLoad, class CStore>
 __device__ __forceinline__ void store_tile_in(const tile_accumulator& acc, const worker& w, tile_position at, c_t* c,
                                               Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                               const CStore& c_store) {
-  for_each_pair(w, at, [&](int i, int j, int v, int r, int col) {
-    if (Pairs && (whole_tiles || (r < m && col + 1 < n))) {
-      update_c_pair(c, ld, r, col, acc[i][j][v], acc[i][j][v + 1], alpha, beta, c_load, c_store);
-    } else if (whole_tiles || r < m) {
-      if (whole_tiles || col < n) update_c(c, ld, r, col, acc[i][j][v], alpha, beta, c_load, c_store);
-      if (whole_tiles || col + 1 < n) update_c(c, ld, r, col + 1, acc[i][j][v + 1], alpha, beta, c_load, c_store);
+  const bool reads_c = !blasdx::is_zero(beta);
+#pragma unroll
+  for (int i = 0; i < pm; ++i)
+#pragma unroll
+    for (int j0 = 0; j0 < pn; j0 += c_read_group) {
+      c_pair_t olds[c_read_group][c_vals / 2] = {};  // C of the group's pairs
+      if (reads_c)
+        for_each_pair_of_group(w, at, i, j0, [&](int j, int v, int r, int col) {
+          if (!whole_tiles && (r >= m || col >= n)) return;
+          c_pair_t& old = olds[j - j0][v / 2];
+          if (Pairs && (whole_tiles || col + 1 < n)) {
+            old = *reinterpret_cast<const c_pair_t*>(c + c_element(r, col, ld));
+          } else {
+            old.x = c[c_element(r, col, ld)];
+            if (whole_tiles || col + 1 < n) old.y = c[c_element(r, col + 1, ld)];
+          }
+        });
+      for_each_pair_of_group(w, at, i, j0, [&](int j, int v, int r, int col) {
+        if (!whole_tiles && (r >= m || col >= n)) return;
+        const c_pair_t& old = olds[j - j0][v / 2];
+        if (Pairs && (whole_tiles || col + 1 < n)) {
+          c_pair_t* to = reinterpret_cast<c_pair_t*>(c + c_element(r, col, ld));
+          const c_pair_t pair = updated_pair(r, col, acc[i][j][v], acc[i][j][v + 1], old, alpha, beta, c_load, c_store);
+          if (__isGlobal(to)) blasdx::store_global(to, pair);  // as one store (NVVM split a group's first pair)
+          else *to = pair;
+        } else {
+          c[c_element(r, col, ld)] = epilogue(r, col, acc[i][j][v], old.x, alpha, beta, c_load, c_store);
+          if (whole_tiles || col + 1 < n)
+            c[c_element(r, col + 1, ld)] = epilogue(r, col + 1, acc[i][j][v + 1], old.y, alpha, beta, c_load, c_store);
+        }
+      });
     }
-  });
 }
 
 template <class Index, class CLoad, class CStore>
@@ -355,7 +384,13 @@ __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const wo
                                            Index ld, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
                                            const CStore& c_store) {
   const bool pairs = c_pairs && ld % 2 == 0 && blasdx::address_aligned<2 * sizeof(c_t)>(c);
-  if (pairs) store_tile_in<true>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
+  // A second copy with beta == 0 as a constant, which reads no C and tests beta for no value: the
+  // compiler made none of the grouped code on its own (float64 user kernels with beta == 0 then
+  // ran 7% slower; it had made one of the earlier per-pair code).
+  const scalar_t zero = blasdx::zero<scalar_t>();
+  if (pairs && blasdx::is_zero(beta)) store_tile_in<true>(acc, w, at, c, ld, alpha, zero, c_load, c_store);
+  else if (pairs) store_tile_in<true>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
+  else if (blasdx::is_zero(beta)) store_tile_in<false>(acc, w, at, c, ld, alpha, zero, c_load, c_store);
   else store_tile_in<false>(acc, w, at, c, ld, alpha, beta, c_load, c_store);
 }
 
