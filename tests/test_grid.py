@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import pickle
-import re
 
 import pytest
 
@@ -471,20 +470,12 @@ def test_the_epilogue_reads_c_a_group_ahead_of_its_writes(prec):
     """With beta != 0 the epilogue's reads of C come in groups, each before any of the group's
     writes (c_read_group): in the PTX, every run of global loads between stores holds 8 or more
     (it held 3 or 4, each pair's read waiting on the write before it)."""
-    from .test_accumulator_api import ptx_of
+    from .test_accumulator_api import global_loads_between_stores, ptx_of
 
     desc = Size(256, 256, 64) + Precision(*prec) + RCR + SM(900) + Grid()
     assert "where beta != 0, C read a few instruction tiles at a time, ahead of their writes" in desc.explain()
-    ptx = ptx_of(desc.source, desc.plan.kernel_name)
-    loads_between_stores = []
-    count = 0
-    for op in re.findall(r"\b(ld\.global|st\.global)", ptx):
-        if op == "ld.global":
-            count += 1
-        elif count:
-            loads_between_stores.append(count)
-            count = 0
-    assert len(loads_between_stores) >= 2 and min(loads_between_stores) >= 8, loads_between_stores
+    runs = global_loads_between_stores(ptx_of(desc.source, desc.plan.kernel_name))
+    assert len(runs) >= 2 and min(runs) >= 8, runs
 
 
 def test_fma_tiles_read_c_ahead_where_a_block_has_the_sm_to_itself_and_b_is_column_major():
