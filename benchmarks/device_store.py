@@ -107,7 +107,9 @@ def main() -> None:
             env = dict(os.environ, BLASDX_CACHE_DIR=tempfile.mkdtemp(prefix="bx"))
             if templates:
                 env["BLASDX_TEMPLATES_DIR"] = templates
-            done = subprocess.run([sys.executable, __file__, "--worker"], env=env, capture_output=True, text=True, check=True)
+            done = subprocess.run([sys.executable, __file__, "--worker"], env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"the {tag} version's process failed:\n{done.stderr[-3000:]}")
             line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
             runs[tag].append(json.loads(line[len("RESULT "):]))
     print(f"{'case':46s}" + "".join(f"{tag + ' ms':>12s}" for tag in versions) + ("   old / this" if args.old else "")
