@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import re
 
 import pytest
 
@@ -463,19 +464,65 @@ FAMILIES = [  # precisions, complex, SM
 ]
 
 
+def _grid_kernel_at_alignment(desc, alignment: int):
+    """The plan and PTX of desc's grid kernel for arrays aligned to ``alignment`` bytes (16: TMA)."""
+    from .test_accumulator_api import ptx_of
+
+    plan = blasdx.plan.grid_with_alignment(desc.plan, (alignment,) * 3)
+    source = blasdx.pipeline.kernel_source(plan, blasdx.pipeline.fusion(desc, None, None, None, None, None, None, False))
+    return plan, ptx_of(source, plan.kernel_name)
+
+
 @pytest.mark.compile
 @pytest.mark.parametrize("prec", [("float16", "float16", "float32"), ("float16",) * 3, ("float64",) * 3],
                          ids=["f16f32", "f16-quads", "f64"])
 def test_the_epilogue_reads_c_a_group_ahead_of_its_writes(prec):
     """With beta != 0 the epilogue's reads of C come in groups, each before any of the group's
     writes (c_read_group): in the PTX, every run of global loads between stores holds 8 or more
-    (it held 3 or 4, each pair's read waiting on the write before it)."""
-    from .test_accumulator_api import global_loads_between_stores, ptx_of
+    (it held 3 or 4, each pair's read waiting on the write before it). The kernel of 16-byte aligned
+    arrays, as execute() runs on CuPy's and PyTorch's."""
+    from .test_accumulator_api import global_loads_between_stores
 
     desc = Size(256, 256, 64) + Precision(*prec) + RCR + SM(900) + Grid()
     assert "where beta != 0, C read a few instruction tiles at a time, ahead of their writes" in desc.explain()
-    runs = global_loads_between_stores(ptx_of(desc.source, desc.plan.kernel_name))
+    runs = global_loads_between_stores(_grid_kernel_at_alignment(desc, 16)[1])
     assert len(runs) >= 2 and min(runs) >= 8, runs
+
+
+@pytest.mark.compile
+def test_the_float64_epilogue_writes_a_pair_of_c_in_one_store():
+    """The pair path's 16-byte pairs go out as one store (store_global), and only the element
+    fallback writes single values: two a pair. NVVM had written every float64 pair as two 8-byte
+    stores (256 st.global.f64), and the kernel spilled 16 bytes on arrays aligned to less than 16
+    bytes. (8-byte pairs stay as written: store_global cost float32 RRR 8% there.)"""
+    desc = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()
+    for alignment in (16, 8):
+        plan, ptx = _grid_kernel_at_alignment(desc, alignment)
+        pairs = len(re.findall(r"st\.global\.v4\.b32", ptx))
+        singles = len(re.findall(r"st\.global\.f64\b", ptx))
+        assert pairs and singles == 2 * pairs, (alignment, pairs, singles)
+        assert not blasdx.pipeline.compile_for_arch(plan, 900).resources.spills
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("arrangement", ["rcr", "rrr"])
+def test_the_cp_async_kernels_16_bit_epilogue_reads_each_quad_just_before_its_write(arrangement):
+    """16-bit C's quads are read a group ahead in the TMA kernel (GridPlan.quads_c_read_ahead) but
+    one quad at a time in the cp.async kernel (arrays aligned to less than 16 bytes), whose 128
+    registers a thread the group's reads spilled into the K loop: float16 4096^3 RCR at 8-byte
+    alignment 334 bytes of spill stores (70 before the read-ahead, 44 now); H100 1.06-1.17x."""
+    from .test_accumulator_api import global_loads_between_stores
+
+    layouts = {"r": "row_major", "c": "col_major"}
+    desc = (Size(4096, 4096, 4096) + Precision("float16") + Arrangement(*(layouts[x] for x in arrangement)) + SM(900)
+            + Grid())
+    tma, tma_ptx = _grid_kernel_at_alignment(desc, 16)
+    cp_async, cp_async_ptx = _grid_kernel_at_alignment(desc, 8)
+    assert tma.quads_c_read_ahead and not cp_async.quads_c_read_ahead
+    assert min(global_loads_between_stores(tma_ptx)) >= 8
+    assert max(global_loads_between_stores(cp_async_ptx)) <= 4  # a quad's reads, then its store
+    assert "on arrays aligned to less than 16 bytes (no TMA) a quad at a time, just before its write" in desc.explain()
+    assert blasdx.pipeline.compile_for_arch(cp_async, 900).resources.spill_store_bytes <= 64
 
 
 def test_fma_tiles_read_c_ahead_where_a_block_has_the_sm_to_itself_and_b_is_column_major():

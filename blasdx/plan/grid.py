@@ -183,6 +183,18 @@ class GridPlan:
         return 8 if self.blocks_per_sm == 1 and self.b.layout == "col_major" else 1
 
     @property
+    def quads_c_read_ahead(self) -> bool:
+        """Whether the 16-bit quads epilogue (store_tile_quads) reads C a group of instruction
+        tiles ahead of its writes (c_read_group), as the TMA kernel does, or each quad just before
+        it is written, as the cp.async kernel (arrays aligned to less than 16 bytes) does: its 512
+        threads have 128 registers each, and the group's reads spilled into its K loop (float16
+        4096^3 RCR at 8-byte alignment: 334 bytes of spill stores; 44 reading each quad just
+        before its write). On an H100, arrays 8 bytes off, three alternating rounds, group ahead ->
+        quad at a time: float16 4096^3 RCR 1.07x (beta 0) and 1.10x (beta 0.5), RRR 1.03x and 1.06x,
+        4000x3000x1000 RCR 1.15x and 1.10x (twenty-second session, benchmarks/RESULTS.md)."""
+        return self.tma
+
+    @property
     def fma_pipelined(self) -> bool:
         """Whether the tile's vector FMA loop (float32 micro-tiles read 16 bytes at a time) loads
         the next four steps of k while it multiplies: where A is row-major (each load four steps
