@@ -106,7 +106,8 @@ def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: 
     """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none),
     resolved once per plan for hooks given as names, expressions or Hook values: a later call
     with the same ones pays one dictionary lookup."""
-    key = (prologue, epilogue, a_load, b_load, c_load, c_store, has_bias, desc.plan)
+    block = desc.plan
+    key = (prologue, epilogue, a_load, b_load, c_load, c_store, has_bias, block)
     try:
         resolved = _RESOLVED_FUSIONS.get(key)
     except TypeError:  # an unhashable hook: make_fusion below names it in its error
@@ -116,7 +117,6 @@ def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: 
     hooks = key[:6]
     if not has_bias and all(h is None for h in hooks):
         return NO_FUSION
-    block = desc.plan
     resolved = make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load, c_load=c_load,
                            c_store=c_store, has_bias=has_bias,
                            precisions=(block.a.precision, block.b.precision, block.c.precision),

@@ -176,12 +176,17 @@ def _epilogue_line(p: GridPlan) -> str:
     """How the tiles' results reach C (GridPlan.stages_c)."""
     ahead = ("a few instruction tiles" if p.tile.instruction.is_mma else
              f"{p.fma_c_read_ahead} values a thread" if p.fma_c_read_ahead > 1 else "")
-    quads_alone = (p.tile.instruction.is_mma and p.c.element_size == 2 and p.c.layout == "row_major"
-                   and not grid_with_alignment(p, (8, 8, 8)).quads_c_read_ahead)
+    quads_alone = ""  # 16-bit row-major C where a kernel's registers are few (GridPlan.quads_c_read_ahead)
+    if p.tile.instruction.is_mma and p.c.element_size == 2 and p.c.layout == "row_major":
+        aligned, less = (grid_with_alignment(p, (alignment,) * 3) for alignment in (16, 8))
+        if not aligned.quads_c_read_ahead:
+            ahead, quads_alone = "", (f"; where beta != 0, C read a quad at a time, just before its write (the kernel's "
+                                      f"{aligned.launch_registers} registers a thread are few)")
+        elif not less.quads_c_read_ahead:
+            quads_alone = (f"; on arrays aligned to less than 16 bytes (no TMA) a quad at a time, just before its "
+                           f"write, as that kernel's {less.launch_registers} registers a thread are few")
     direct = ("epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)"
-              + (f"; where beta != 0, C read {ahead} at a time, ahead of their writes" if ahead else "")
-              + ("; on arrays aligned to less than 16 bytes (no TMA) a quad at a time, just before its write, as the "
-                 "cp.async kernel's registers are few" if quads_alone else ""))
+              + (f"; where beta != 0, C read {ahead} at a time, ahead of their writes" if ahead else "") + quads_alone)
     staged = ("the accumulators staged in shared memory (free after the K loop), then alpha, beta, the hooks and the "
               "bias applied and C written in runs of 16 bytes along its contiguous dimension")
     if p.stages_c(epilogue_hooks=False):

@@ -185,14 +185,17 @@ class GridPlan:
     @property
     def quads_c_read_ahead(self) -> bool:
         """Whether the 16-bit quads epilogue (store_tile_quads) reads C a group of instruction
-        tiles ahead of its writes (c_read_group), as the TMA kernel does, or each quad just before
-        it is written, as the cp.async kernel (arrays aligned to less than 16 bytes) does: its 512
-        threads have 128 registers each, and the group's reads spilled into its K loop (float16
-        4096^3 RCR at 8-byte alignment: 334 bytes of spill stores; 44 reading each quad just
-        before its write). On an H100, arrays 8 bytes off, three alternating rounds, group ahead ->
-        quad at a time: float16 4096^3 RCR 1.07x (beta 0) and 1.10x (beta 0.5), RRR 1.03x and 1.06x,
-        4000x3000x1000 RCR 1.15x and 1.10x (twenty-second session, benchmarks/RESULTS.md)."""
-        return self.tma
+        tiles ahead of its writes (c_read_group), or each quad just before it is written: the
+        latter only in a cp.async kernel (no TMA) whose threads have 128 registers or fewer (the
+        256x128 tile's 512 threads), where the group's reads spilled into the K loop (float16
+        4096^3 RCR at 8-byte alignment: 334 bytes of spill stores; 44 a quad at a time). On an
+        H100, three alternating rounds, ms, group ahead -> quad at a time there: float16 4096^3 RCR
+        1.07x (beta 0) and 1.10x (beta 0.5), RRR 1.03x and 1.06x, 4000x3000x1000 1.15x and 1.10x;
+        but where registers are plenty (cp.async kernels of 128 or 256 threads, 204-255 registers
+        used), quad at a time -> group ahead at beta 0.5: 1.04-1.21x (SM(800) 4096^3 1.04x,
+        256x256x64 x 64 1.21x; SM(900) at 8-byte alignment 1000^3 1.07x); twenty-second session,
+        benchmarks/RESULTS.md."""
+        return self.tma or self.launch_registers > 128
 
     @property
     def fma_pipelined(self) -> bool:
@@ -231,8 +234,9 @@ class GridPlan:
 
     @property
     def launch_registers(self) -> int:
-        """Registers per thread the TMA kernel's blocks start with: as many as the register file
-        gives each thread of blocks_per_sm blocks (ptxas compiles a kernel with setmaxnreg to that)."""
+        """Registers per thread as many as the register file gives each thread of blocks_per_sm
+        blocks: what the TMA kernel's blocks start with (ptxas compiles a kernel with setmaxnreg to
+        that), and the most the cp.async kernel's threads get."""
         return self._launch_registers(self.blocks_per_sm)
 
     @property
