@@ -178,13 +178,13 @@ def _epilogue_line(p: GridPlan) -> str:
              f"{p.fma_c_read_ahead} values a thread" if p.fma_c_read_ahead > 1 else "")
     quads_alone = ""  # 16-bit row-major C where a kernel's registers are few (GridPlan.quads_c_read_ahead)
     if p.tile.instruction.is_mma and p.c.element_size == 2 and p.c.layout == "row_major":
-        aligned, less = (grid_with_alignment(p, (alignment,) * 3) for alignment in (16, 8))
+        aligned, unaligned = (grid_with_alignment(p, (alignment,) * 3) for alignment in (16, 8))
         if not aligned.quads_c_read_ahead:
             ahead, quads_alone = "", (f"; where beta != 0, C read a quad at a time, just before its write (the kernel's "
                                       f"{aligned.launch_registers} registers a thread are few)")
-        elif not less.quads_c_read_ahead:
+        elif not unaligned.quads_c_read_ahead:
             quads_alone = (f"; on arrays aligned to less than 16 bytes (no TMA) a quad at a time, just before its "
-                           f"write, as that kernel's {less.launch_registers} registers a thread are few")
+                           f"write, as that kernel's {unaligned.launch_registers} registers a thread are few")
     direct = ("epilogue: alpha, beta, the hooks and the bias applied in registers, C written from them (no shared memory)"
               + (f"; where beta != 0, C read {ahead} at a time, ahead of their writes" if ahead else "") + quads_alone)
     staged = ("the accumulators staged in shared memory (free after the K loop), then alpha, beta, the hooks and the "
