@@ -128,6 +128,18 @@ def test_leading_dimensions_past_the_matrices():
     run_and_check(desc, np.random.default_rng(6), batch=2, lds={"a": 150, "b": 144, "c": 136})
 
 
+@pytest.mark.parametrize("prec", [("float16",) * 3, ("bfloat16",) * 3], ids=["f16", "bf16"])
+@pytest.mark.parametrize("alpha, beta", [(1, 0), (2, -1)])
+def test_16_bit_c_a_quad_at_a_time_where_the_kernel_is_short_of_registers(prec, alpha, beta):
+    """The cp.async kernel of 512 threads (128 registers a thread: rows of A and B off 16 bytes)
+    reads each quad of C just before its write (GridPlan.quads_c_read_ahead), whole tiles in quads
+    and edge tiles in pairs and elements alike."""
+    desc = grid(prec, "rcr", (520, 264, 96), 900, False, Tile(256, 128, 64), BlockDim(512))
+    desc = desc + LeadingDimension(97, 97, 268)
+    assert desc.plan.threads == 512 and not desc.plan.quads_c_read_ahead
+    run_and_check(desc, np.random.default_rng(19), batch=2, alpha=alpha, beta=beta, lds={"a": 97, "b": 97, "c": 268})
+
+
 @pytest.mark.parametrize("bias_shape", ["row", "column", "matrix"])
 @pytest.mark.parametrize("prec, arr, m, n", [
     (("float16", "float16", "float32"), "rcr", 300, 260),
