@@ -7,8 +7,8 @@ tensors, CuPy views). Here Triton's configuration is chosen the same way, then t
 call, median of 20), so that the chosen configuration's lucky reading does not count. Each round
 also times all three with launches back to back (kernel time without the host's launch gap).
 
-Needs the anchor harness next to the repository (its Triton kernel, cases and timer are imported,
-not copied): copy ../shared/bench to .anchors as its README says, then on the GPU machine
+Needs the anchor harness in the checkout (its Triton kernel, cases and timer are imported, not
+copied): copy ../shared/bench to .anchors/ as its README says, then on the GPU machine
 
     python3 benchmarks/triton_rounds.py [--rounds 8] [--anchors .anchors]
 
