@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 from ..arch import WGMMA_OF, Instruction, choose_instruction
 from ..errors import ArgumentError, DescriptorError, IncompleteDescriptorError
@@ -464,6 +464,15 @@ class Descriptor:
         """What the kernel does and why: instruction, tiling, threads, shared memory."""
         self._check_rules()
         return _pipeline().explain(self)
+
+    @overload
+    def compile(self, arch: int, *, prologue: Any = None, epilogue: Any = None, a_load: Any = None,
+                b_load: Any = None, c_load: Any = None, c_store: Any = None,
+                bias: bool | str = False) -> CompiledKernel: ...
+
+    @overload
+    def compile(self, arch: None = None, *, prologue: Any = None, epilogue: Any = None, a_load: Any = None,
+                b_load: Any = None, c_load: Any = None, c_store: Any = None, bias: bool | str = False) -> Kernel: ...
 
     def compile(self, arch: int | None = None, *, prologue: Any = None, epilogue: Any = None,
                 a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,

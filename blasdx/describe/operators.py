@@ -21,6 +21,9 @@ from ..arch import SUPPORTED_SMS
 from ..errors import DescriptorError
 from .precision import normalize_precision
 
+if TYPE_CHECKING:
+    from .descriptor import Descriptor
+
 LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
 
 
@@ -68,10 +71,10 @@ class Operator(BaseModel):
 
     __str__ = __repr__
 
-    def __add__(self, other: object):  # -> Descriptor
-        return Operator.composition.of(self) + other
+    def __add__(self, other: Operator | Descriptor) -> Descriptor:
+        return Operator.composition.of(self) + other  # type: ignore[no-any-return]
 
-    def __radd__(self, other: object):
+    def __radd__(self, other: Operator | Descriptor) -> Descriptor:
         if isinstance(other, type) and issubclass(other, Operator):  # Block + Size(...): the class, not Block()
             return Operator.composition.of(self).__radd__(other)
         if not isinstance(other, (Operator, Operator.composition)):
