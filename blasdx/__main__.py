@@ -1,4 +1,4 @@
-"""Command line: ``python -m blasdx demo`` and ``python -m blasdx config``."""
+"""Command line: ``blasdx demo`` and ``blasdx config`` (also ``python -m blasdx ...``)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,45 @@ import time
 import numpy as np
 
 from . import SM, Arrangement, Block, Precision, Size
-from .arch import SUPPORTED_SMS
+from .arch import accepted_sms
+from .compiler import DEFAULT_CACHE
+from .errors import INSTALL_HINT, DeviceError, UnsupportedError
 from .pipeline import show_config
 from .runtime.device import cupy_module
+from .version import __version__
+
+# Help texts are printed as they are: plain words, no reStructuredText markup.
+DESCRIPTION = ("cuBLASDx's block-level GEMM for Python: describe it with operators, "
+               "compile it with NVRTC, run or fuse it.")
+DEMO_HELP = ("Describe, validate and explain a 64x64x64 float16 GEMM for SM 90, compile it with NVRTC "
+             "(no GPU needed; a cached kernel is reported as a cache hit) and, on a CUDA GPU, run 1000 "
+             "of them and check the result against NumPy in float64. Without NVRTC and CuPy (blasdx "
+             "installed without the cu13 or cu12 extra) it says which steps it skipped and what to install.")
+CONFIG_HELP = "Print what blasdx found: its version, NVRTC and the SMs it targets, the CUDA headers, the cache, CuPy and GPUs."
 
 
 def demo() -> int:
+    """Describe, explain, compile and run a GEMM, one numbered line a step; a step that cannot
+    run here (no NVRTC, no GPU) is reported as skipped with why. 1 only for a wrong result."""
     gemm = (Size(64, 64, 64) + Precision("float16", "float16", "float32")
             + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block())
     print(f"1. described and validated: {gemm!r}")
     print("2. explained:")
     print("   " + gemm.explain().replace("\n", "\n   "))
+    builds = DEFAULT_CACHE.builds
     start = time.perf_counter()
-    compiled = gemm.compile(arch=900)
-    print(f"3. compiled with NVRTC for sm_90 in {time.perf_counter() - start:.2f} s "
-          f"(cached afterwards): {compiled.kernel_name}, {len(compiled.cubin)} bytes of cubin")
+    try:
+        compiled = gemm.compile(arch=900)
+    except (DeviceError, UnsupportedError) as exc:  # no NVRTC (no cu13/cu12 extra), or one too old
+        hint = "" if INSTALL_HINT in str(exc) else f"; {INSTALL_HINT}"
+        print(f"3. skipped compiling: {exc}{hint}")
+        print("4. skipped running: there is no compiled kernel to run (step 3 was skipped).")
+        return 0
+    seconds = time.perf_counter() - start
+    how = (f"compiled with NVRTC for sm_90 in {seconds:.2f} s (cached for the next run)"
+           if DEFAULT_CACHE.builds != builds else
+           f"loaded for sm_90 from the cache ({seconds:.2f} s; a cache hit, NVRTC did not run)")
+    print(f"3. {how}: {compiled.kernel_name}, {len(compiled.cubin)} bytes of cubin")
     try:
         cupy = cupy_module()
         cupy.cuda.runtime.getDeviceCount()
@@ -35,7 +59,7 @@ def demo() -> int:
               f"{str(exc).splitlines()[0][:100]}). Compiling above needed none.")
         return 0
     if sm < 900:
-        gemm = gemm.replace(SM(sm if sm in SUPPORTED_SMS else 800))
+        gemm = gemm.replace(SM(sm if sm in accepted_sms() else 800))
     rng = np.random.default_rng()
     batch = 1000
     a = rng.standard_normal((batch, 64, 64)).astype(np.float16)
@@ -51,11 +75,20 @@ def demo() -> int:
     return 0 if ok else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m blasdx", description=__doc__)
-    parser.add_argument("command", choices=["demo", "config"], help="demo: build, explain, compile and "
-                        "(with a GPU) run and check a GEMM; config: what blasdx found")
-    args = parser.parse_args(argv)
+def parser(prog: str = "blasdx") -> argparse.ArgumentParser:
+    """The command line's parser; ``prog`` is how its usage names the command."""
+    top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    top.add_argument("--version", action="version", version=f"blasdx {__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="{demo,config}")
+    commands.add_parser("demo", help="build, explain, compile and (with a GPU) run and check a GEMM",
+                        description=DEMO_HELP)
+    commands.add_parser("config", help="what blasdx found (NVRTC, headers, cache, GPUs)", description=CONFIG_HELP)
+    return top
+
+
+def main(argv: list[str] | None = None, prog: str = "blasdx") -> int:
+    """The ``blasdx`` console script (``python -m blasdx`` passes its own ``prog``)."""
+    args = parser(prog).parse_args(argv)
     if args.command == "config":
         show_config()
         return 0
@@ -63,4 +96,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m blasdx"))

@@ -37,6 +37,13 @@ def _unknown_targets() -> tuple[tuple[int, int], tuple[int, ...]] | None:
 # the toolchain cannot compile for is refused when it is built.
 nvrtc_targets: Callable[[], tuple[tuple[int, int], tuple[int, ...]] | None] = _unknown_targets
 
+
+def accepted_sms() -> tuple[int, ...]:
+    """The SMs a descriptor may name: those blasdx supports that the installed NVRTC targets
+    (all it supports where NVRTC's targets are not known). Every list blasdx prints is this one."""
+    targets = nvrtc_targets()
+    return SUPPORTED_SMS if targets is None else tuple(sm for sm in SUPPORTED_SMS if sm in targets[1])
+
 # cp.async (global -> shared copies that bypass registers) exists from SM 80.
 CP_ASYNC_MIN_SM = 800
 # Packed operands: mma.sync m8n8k32 .s4/.u4 and m8n8k128 .b1 .xor.popc from SM 75 (every

@@ -24,6 +24,10 @@ class IncompleteDescriptorError(DescriptorError):
     """A trait or an action needs an operator the descriptor does not have."""
 
 
+class CompositionError(DescriptorError, TypeError):
+    """Something that is not an operator or a descriptor was added to one (``GEMM + 5``)."""
+
+
 class UnsupportedError(DescriptorError):
     """A valid description that cannot run here (shared memory, NVRTC arch)."""
 

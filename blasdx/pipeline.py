@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from . import settings
+from .arch import accepted_sms
 from .codegen import render
 from .codegen.hooks import NO_FUSION, Fusion, Hook, make_fusion
 from .codegen.naming import kernel_name
@@ -89,8 +90,8 @@ def plan_of(desc: Descriptor) -> GemmPlan | GridPlan:
     return make_grid_plan(desc) if desc.is_grid else make_plan(desc)
 
 
-def explain(desc: Descriptor) -> str:
-    return explaining.explain(desc)
+def explain(desc: Descriptor, width: int = explaining.WIDTH) -> str:
+    return explaining.explain(desc, width)
 
 
 # Fusions of hooks given as names, expressions or Hook values (and None), by (hooks, has_bias,
@@ -208,11 +209,13 @@ _loaded: dict[tuple[GemmPlan | GridPlan, Fusion, int], Kernel] = {}
 _load_lock = threading.Lock()
 
 
-def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: int | None = None) -> Kernel:
+def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: int | None = None,
+           action: str = "execute()") -> Kernel:
     """The batched kernel of ``block`` loaded on a device (default: the current one),
-    compiled for that device's architecture (the plan's SM picked the algorithm)."""
+    compiled for that device's architecture (the plan's SM picked the algorithm); ``action``
+    names the call that needs the device in the error where there is none."""
     if device_id is None:
-        device_id = current_device()
+        device_id = current_device(action)
     fusion = fusion or NO_FUSION
     key = (block, fusion, int(device_id))
     loaded = _loaded.get(key)
@@ -297,7 +300,10 @@ def execute(block: GemmPlan | GridPlan, a: Any, b: Any, c: Any, alpha: Any, beta
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
         alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
-        bound = bind(launched_kernel(block, alignment, fusion, vc.device_id, va.batch), va, vb, vc, bv)
+        loaded = launched_kernel(block, alignment, fusion, vc.device_id, va.batch)  # DeviceError, CompileError
+        if vc.batch == 0:  # an empty batch, checked: nothing to compute, and a grid of 0 blocks is no launch
+            return c
+        bound = bind(loaded, va, vb, vc, bv)
         if signature is not None:
             BOUND_LAUNCHES.put(signature[0], bound)
         if bound.grid:
@@ -350,7 +356,9 @@ def show_config() -> str:
     """What blasdx found: NVRTC version and archs, header directories and versions, cache."""
     lines = [f"blasdx {__version__}"]
     try:
-        lines.append(f"NVRTC {'.'.join(map(str, nvrtc_version()))}, archs {list(supported_archs())}")
+        others = [sm for sm in supported_archs() if sm not in accepted_sms()]
+        lines.append(f"NVRTC {'.'.join(map(str, nvrtc_version()))}; SM() accepts {list(accepted_sms())}"
+                     + (f" (NVRTC also targets {others}, which blasdx does not support)" if others else ""))
         lines.append("headers: " + ", ".join(f"{a} {b}" for a, b in header_identity()))
     except Exception as exc:  # noqa: BLE001 - report, never raise, from a diagnostic
         lines.append(f"NVRTC/headers: not usable ({exc})")
@@ -360,7 +368,7 @@ def show_config() -> str:
         cupy = cupy_module()
         lines.append(f"cupy {cupy.__version__}; GPUs: {cupy.cuda.runtime.getDeviceCount()}")
     except Exception as exc:  # noqa: BLE001
-        lines.append(f"GPU: none usable ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})")
+        lines.append(f"GPU: none usable ({type(exc).__name__}: {str(exc).splitlines()[0]})")
     text = "\n".join(lines)
     print(text)
     return text

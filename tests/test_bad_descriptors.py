@@ -3,6 +3,8 @@ raises the named error with a message that says what to fix. Unit tier, no GPU."
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pydantic
 import pytest
@@ -15,10 +17,13 @@ from blasdx import (
     Arrangement,
     Block,
     BlockDim,
+    CompositionError,
     DescriptorError,
+    Grid,
     IncompleteDescriptorError,
     LeadingDimension,
     MaxAlignment,
+    PlanOverrides,
     Precision,
     Size,
     TransposeMode,
@@ -93,8 +98,43 @@ CASES = [
     # 8. SM
     ("sm 86", lambda: SM(86), DescriptorError, r"did you mean SM\(860\)\?"),
     ("sm 500", lambda: SM(500), DescriptorError,
-     r"must be one of \[750, 800, 860, 870, 890, 900, 1000, 1010, 1030, 1100, 1200, 1210\], got 500"),
-    ("sm 700", lambda: SM(700), DescriptorError, r"got 700 \(Volta and Xavier: CUDA 13's NVRTC and cuBLASDx 0.7"),
+     rf"must be one of {re.escape(str(list(blasdx.arch.accepted_sms())))}, got 500$"),
+    ("sm 700", lambda: SM(700), DescriptorError, r"got 700 \(Volta and Xavier: blasdx, like cuBLASDx 0.7, does not"),
+    ("sm as a string", lambda: SM("sm_90"), DescriptorError,
+     r"must be an int such as 900 \(sm_90\), got the string 'sm_90'; did you mean SM\(900\)\?"),
+    ("sm as an arch-specific string", lambda: SM("sm_90a"), DescriptorError, r"did you mean SM\(900\)\?"),
+    ("sm as a compute capability", lambda: SM(90), DescriptorError, r"got 90; did you mean SM\(900\)\?"),
+    ("sm as a numpy bool", lambda: SM(np.bool_(True)), DescriptorError, r"value must be an int, got np.True_"),
+    ("size as a numpy float", lambda: Size(np.float64(64), 64, 64), DescriptorError, r"m must be an int, got"),
+    ("arrangement column_major", lambda: Arrangement("column_major"), DescriptorError,
+     r"must be 'row_major' or 'col_major', got 'column_major' \(did you mean 'col_major'\?\)"),
+    ("arrangement Row-Major", lambda: Arrangement("Row-Major"), DescriptorError, r"did you mean 'row_major'\?"),
+    ("precision None", lambda: Precision(None), DescriptorError,
+     r"Precision.a: needs a precision name or dtype, got None; use one of \['bfloat16', 'binary', 'float16'"),
+    ("precision unknown lists the aliases", lambda: Precision("FP17"), DescriptorError,
+     r"unknown precision 'FP17'; use one of \[.*\] or an alias \(half=float16, fp16=float16, bf16=bfloat16"),
+    ("plan overrides with an unknown field", lambda: PlanOverrides(bogus=3), DescriptorError,
+     r"PlanOverrides takes the keyword arguments pipeline_stages, .*; got bogus"),
+    ("size model_copy bypass", lambda: Size(64, 64, 64).model_copy(update={"m": -1}), DescriptorError,
+     r"Size.m: m must be >= 1, got -1"),
+    ("size model_construct bypass", lambda: Size.model_construct(m=0, n=1, k=1), DescriptorError,
+     r"Size.m: m must be >= 1, got 0"),
+    ("device_source named a keyword", lambda: (Size(8, 8, 8) + SM(900) + Block()).device_source("namespace"),
+     DescriptorError, r"device_source name must be a C\+\+ identifier that is not a keyword.*got 'namespace'"),
+    ("device_source named a reserved identifier", lambda: (Size(8, 8, 8) + SM(900) + Block()).device_source("__g"),
+     DescriptorError, r"not reserved .*got '__g'"),
+    ("grid block dim of part of a warp", lambda: Size(1000, 1000, 1000) + SM(900) + Grid() + BlockDim(100),
+     DescriptorError, r"BlockDim\(100, 1, 1\) has 100 threads \(3 warps and 4 threads\); a Grid\(\) block runs "
+                      r"whole warps: use BlockDim\(96\) or BlockDim\(128\)"),
+    ("explain of a grid without SM", lambda: (Size(64, 64, 64) + Precision("float16") + Grid()).explain(),
+     IncompleteDescriptorError, r"explain\(\) needs the SM operator, which this descriptor lacks; add it, for "
+                                r"example \+ SM\(900\)"),
+    ("explain of a grid without Size", lambda: (Precision("float16") + SM(900) + Grid()).explain(),
+     IncompleteDescriptorError, r"explain\(\) needs the Size operator"),
+    ("a trait of a grid without SM", lambda: (Size(64, 64, 64) + Grid()).alignment, IncompleteDescriptorError,
+     r"the block tile of a Grid\(\) descriptor needs the SM operator"),
+    ("explain width not an int", lambda: (Size(8, 8, 8) + SM(900)).explain(width="wide"), ArgumentError,
+     r"explain\(width=\.\.\.\) takes the columns to wrap at \(0: no wrapping\), got 'wide'"),
     ("sm 0", lambda: SM(0), DescriptorError, r"got 0"),
     # 9. block dim
     ("block dim 16", lambda: BlockDim(16), DescriptorError, r"has 16 threads; a block GEMM needs 32 <= x\*y\*z <= 1024"),
@@ -108,9 +148,14 @@ CASES = [
      r"Size is already set to Size\(8, 8, 8\); cannot add Size\(4, 4, 4\)\. Use descriptor.replace"),
     ("same operator twice via descriptors", lambda: (Size(8, 8) + SM(800)) + (SM(900) + Block()), DescriptorError,
      r"SM is already set to SM\(800\)"),
-    ("operator plus int", lambda: Size(8, 8, 8) + 3, TypeError, r"unsupported operand"),
-    ("int plus operator", lambda: 3 + Size(8, 8, 8), TypeError, r"unsupported operand"),
-    ("descriptor plus string", lambda: (Size(8, 8) + SM(800)) + "Block", TypeError, r"unsupported operand"),
+    ("operator plus int", lambda: Size(8, 8, 8) + 3, CompositionError,
+     r"a descriptor adds operators \(Size, Precision, .*, BlockDim\) and descriptors only, got 3 of type int$"),
+    ("int plus operator", lambda: 3 + Size(8, 8, 8), CompositionError, r"got 3 of type int$"),
+    ("descriptor plus int", lambda: (Size(8, 8) + SM(800)) + 5, CompositionError, r"got 5 of type int$"),
+    ("descriptor plus string", lambda: (Size(8, 8) + SM(800)) + "Block", CompositionError,
+     r"got 'Block' of type str; did you mean Block\(\)\?"),
+    ("sum with a start that is not 0", lambda: sum([Size(8, 8, 8), SM(900)], 1), CompositionError,
+     r"got 1 of type int$"),
     ("operator class added", lambda: Size(8, 8, 8) + SM(900) + Block, DescriptorError,
      r"cannot add the class Block: add an instance, Block\(\)"),
     ("operator class first", lambda: Block + Size(8, 8, 8), DescriptorError, r"add an instance, Block\(\)"),
@@ -192,9 +237,12 @@ def test_an_sm_the_installed_nvrtc_cannot_target_is_refused_when_built(monkeypat
     import blasdx.arch
 
     monkeypatch.setattr(blasdx.arch, "nvrtc_targets", lambda: ((12, 8), (750, 800, 860, 870, 890, 900)))
-    with pytest.raises(DescriptorError, match=r"the installed NVRTC 12\.8 cannot compile for SM 1000; it targets "
-                                              r"\[750, 800, 860, 870, 890, 900\]"):
+    with pytest.raises(DescriptorError, match=r"the installed NVRTC 12\.8 cannot compile for SM 1000; use one of "
+                                              r"\[750, 800, 860, 870, 890, 900\], or install an NVRTC"):
         SM(1000)
+    with pytest.raises(DescriptorError, match=r"must be one of \[750, 800, 860, 870, 890, 900\], got 500$"):
+        SM(500)
+    assert blasdx.arch.accepted_sms() == (750, 800, 860, 870, 890, 900)
     with pytest.raises(DescriptorError, match=r"SM 1010 is Thor's name before CUDA 13"):
         SM(1010)
     assert SM(900).value == 900
@@ -211,3 +259,66 @@ def test_blackwell_sms_the_installed_nvrtc_targets_compile():
             pytest.skip(f"this NVRTC does not target SM {sm}")
         desc = Size(32, 32, 32) + Precision("float16", "float16", "float32") + SM(sm) + Block()
         assert desc.compile(arch=sm).cubin
+
+
+def test_every_sm_list_is_the_accepted_one(monkeypatch):
+    """One source of truth: SM() accepts exactly arch.accepted_sms() (the supported SMs the installed
+    NVRTC targets), its refusals list them, and show_config() prints the same list."""
+    import blasdx.arch
+
+    monkeypatch.setattr(blasdx.arch, "nvrtc_targets", lambda: ((13, 5), (750, 800, 880, 900, 1000, 1070, 1100)))
+    assert blasdx.arch.accepted_sms() == (750, 800, 900, 1000, 1100)
+    for sm in (750, 800, 900, 1000, 1100):
+        assert SM(sm).value == sm
+    for sm, why in ((880, r"the installed NVRTC targets it, but blasdx has no facts for it yet"),
+                    (1070, r"the installed NVRTC targets it"), (860, r"the installed NVRTC 13\.5 cannot compile"),
+                    (1010, r"SM 1010 is Thor's name before CUDA 13")):
+        with pytest.raises(DescriptorError, match=why) as caught:
+            SM(sm)
+        assert "[750, 800, 900, 1000, 1100]" in str(caught.value)
+    monkeypatch.setattr(blasdx.arch, "nvrtc_targets", lambda: ((12, 9), (700, 720, 750, 800, 900, 1010)))
+    with pytest.raises(DescriptorError, match=r"got 700 \(Volta and Xavier: blasdx, like cuBLASDx 0.7, does not "
+                                              r"support them\)") as caught:
+        SM(700)
+    assert "CUDA 13" not in str(caught.value) and "[750, 800, 900, 1010]" in str(caught.value)
+
+
+def test_show_config_lists_the_sms_that_sm_accepts():
+    text = blasdx.show_config()
+    if "NVRTC/headers: not usable" in text:
+        pytest.skip("no NVRTC here")
+    assert f"SM() accepts {list(blasdx.arch.accepted_sms())}" in text
+
+
+def test_numpy_integers_from_shape_arithmetic_are_accepted():
+    shape = np.zeros((64, 32)).shape
+    desc = Size(np.int64(shape[0]), np.int32(shape[1]), np.uint16(16)) + SM(np.int32(900)) + BlockDim(np.int64(64))
+    assert desc == Size(64, 32, 16) + SM(900) + BlockDim(64)
+    assert type(desc.size.m) is int and type(desc.sm) is int
+
+
+def test_precision_names_are_case_insensitive():
+    assert Precision("FP16", "BF16", "Float32") == Precision("float16", "bfloat16", "float32")
+    assert Precision("Float8_E4M3FN").a == "float8_e4m3"
+
+
+def test_sum_composes_operators_and_descriptors():
+    ops = [Size(64, 64, 64), Precision("float16"), SM(900), Block()]
+    assert sum(ops) == Size(64, 64, 64) + Precision("float16") + SM(900) + Block()
+    assert sum([Size(64, 64, 64) + SM(900), Block()]) == Size(64, 64, 64) + SM(900) + Block()
+
+
+def test_replace_swaps_block_and_grid():
+    block = Size(64, 64, 64) + SM(900) + Block()
+    assert block.replace(Grid()) == Size(64, 64, 64) + SM(900) + Grid()
+    assert block.replace(Grid()).replace(Block()) == block
+    with pytest.raises(DescriptorError, match=r"keep one of them \(descriptor.replace\(Grid\(\)\) or "
+                                              r"\.replace\(Block\(\)\) puts one in the other's place\)"):
+        block + Grid()
+
+
+def test_a_templates_dir_that_holds_no_templates_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("BLASDX_TEMPLATES_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(blasdx.BlasdxError, match=r"BLASDX_TEMPLATES_DIR='.*nowhere' holds no blasdx templates "
+                                                 r"\(no gemm.cuh.j2 there\); point it at a templates/ folder"):
+        _ = (Size(8, 8, 8) + SM(900) + Block()).source

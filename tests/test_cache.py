@@ -60,6 +60,21 @@ def test_memory_then_disk_round_trip(tmp_path):
     assert cache.path(KEY).is_file()
 
 
+def test_builds_counts_misses_not_memory_or_disk_hits(tmp_path):
+    """What `python -m blasdx demo` reads to say whether its compile was a cache hit."""
+    calls = []
+    cache = KernelCache(tmp_path, use_disk=True)
+    assert cache.builds == 0
+    cache.get_or_create(KEY, _counting_build(calls))
+    cache.get_or_create(KEY, _counting_build(calls))  # memory hit
+    assert cache.builds == 1
+    fresh = KernelCache(tmp_path, use_disk=True)
+    fresh.get_or_create(KEY, _counting_build(calls))  # disk hit
+    assert fresh.builds == 0
+    fresh.get_or_create(make_key(source="other", arch=900), _counting_build(calls))
+    assert fresh.builds == 1 and len(calls) == 2
+
+
 @pytest.mark.parametrize("damage", ["missing", "truncated", "corrupted", "other key"])
 def test_bad_disk_entries_are_rebuilt_never_loaded(tmp_path, damage):
     cache = KernelCache(tmp_path, use_disk=True)

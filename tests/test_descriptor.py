@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 
 import numpy as np
@@ -17,6 +18,7 @@ from blasdx import (
     BlockDim,
     Descriptor,
     Function,
+    Grid,
     IncompleteDescriptorError,
     InstructionFamily,
     LeadingDimension,
@@ -197,7 +199,7 @@ def test_shared_memory_size_formula():
     # A 30 rows x ld 33 halves = 1980 B -> 1984; B 31 cols x ld 33 halves = 2046 -> 2048; C 30 x 31 floats = 3720 -> 3728
     assert desc.shared_memory_size == 1984 + 2048 + 3728
     assert desc.shared_memory_size_ab == 1984 + 2048  # A and B: C in the register accumulators
-    explained = (desc + Block()).explain()
+    explained = (desc + Block()).explain(width=0)
     assert "shared memory: 7760 bytes (A and B alone" in explained and ": 4032, shared_memory_size_ab)" in explained
 
 
@@ -247,24 +249,98 @@ def test_shared_memory_limit_per_sm(sm, limit_kib):
 def test_instruction_table(prec, sm, instr):
     desc = Size(32, 32, 32) + Precision(*prec) + SM(sm) + Block()
     assert desc.instruction.name == instr
-    assert instr in desc.explain()
+    assert instr in desc.explain(width=0)
 
 
 def test_complex_uses_fma_and_explain_says_why():
     desc = Size(16, 16, 16) + Precision("float16") + Type("complex") + SM(900) + Block()
     assert desc.instruction.name == "fma"
-    assert "complex GEMMs use FMA" in desc.explain()
+    assert "complex GEMMs use FMA" in desc.explain(width=0)
 
 
 def test_explain_reports_tiling_threads_and_shared_memory():
-    text = (_mission_example() + BlockDim(64)).explain()
-    for part in ("kernel: blasdx_gemm_sm800_f16f16f32_8x16x32", "instruction: mma_f16", "warp tiling",
-                 "threads: block_dim (64, 1, 1) = 64 (suggested (32, 1, 1))", "shared memory:"):
+    text = (_mission_example() + BlockDim(64)).explain(width=0)
+    for part in ("compile() and .source build blasdx_gemm_sm800_f16f16f32_8x16x32", "instruction: mma_f16",
+                 "warp tiling", "threads: block_dim (64, 1, 1) = 64 (suggested (32, 1, 1))", "shared memory:"):
         assert part in text, part
 
 
+def _kernel_names(text: str) -> set[str]:
+    return set(re.findall(r"\bblasdx_(?:gemm|grid)_\w+", text))
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("desc", [
+    Size(64, 64, 64) + Precision("float16", "float16", "float32") + Arrangement("row_major", "col_major", "row_major")
+    + SM(900) + Block(),
+    Size(13, 5, 7) + Precision("float64") + SM(800) + Block() + Alignment(16, 16, 16),
+    Size(4000, 3000, 1000) + Precision("float16") + SM(900) + Grid(),
+    Size(1000, 1000, 100) + Precision("float32") + SM(800) + Grid(),
+], ids=["block wgmma", "block aligned", "grid tma", "grid cp.async"])
+def test_explain_names_only_kernels_that_compile_and_source_and_execute_use(desc):
+    """Every kernel name explain() prints is compile()'s (and in .source) or the one execute()
+    launches on 16-byte aligned arrays (compile() of the descriptor with Alignment(16, 16, 16))."""
+    from blasdx.pipeline import compile_for_arch
+    from blasdx.plan import grid_with_alignment, with_alignment
+
+    text = desc.explain()
+    names = _kernel_names(text)
+    compiled = desc.compile(arch=desc.sm).kernel_name
+    aligned_plan = (grid_with_alignment if desc.is_grid else with_alignment)(desc.plan, (16, 16, 16))
+    launched = compile_for_arch(aligned_plan, desc.sm).kernel_name  # what execute() binds on aligned arrays
+    assert compiled in names and compiled in desc.source
+    assert names == {compiled, launched}, names
+
+
+def test_explain_wraps_at_100_columns_and_lists_the_wgmma_conditions_one_a_line():
+    desc = Size(128, 128, 64) + Precision("float16") + SM(900) + Block()
+    for d in (desc, Size(4000, 3000, 1000) + Precision("float16") + SM(900) + Grid()):
+        lines = d.explain().splitlines()
+        assert max(len(line) for line in lines) <= 100 and len(lines) > 20
+        assert d.explain(width=0).split() == d.explain().split()  # the same words, wrapped
+        assert d.explain(width=60).split() == d.explain().split()
+        assert max(len(line) for line in d.explain(width=0).splitlines()) > 100
+    conditions = desc.explain().split("wgmma conditions:\n")[1].split("warpgroup tiling")[0]
+    assert conditions.startswith("  SM 900, compiled for sm_90a") and conditions.count(": holds") == 7
+
+
+@pytest.mark.parametrize("sm", [800, 1000, 1200])
+def test_explain_off_hopper_says_nothing_of_wgmma(sm):
+    desc = Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(sm) + Block()
+    assert "wgmma" not in desc.explain()
+    assert "wgmma" not in (desc.replace(Grid()).explain())
+
+
+@pytest.mark.parametrize("desc, reason", [
+    (Size(32, 32, 32) + Precision("float16") + SM(1000) + Block(),
+     "(one item at a time per block: on SM 900 and newer plain loads stored to shared memory moved the same bytes "
+     "faster than cp.async)"),
+    (Size(32, 32, 32) + Precision("float16") + SM(750) + Block(), "(SM 750 has no cp.async: it came with SM 800)"),
+    (Size(13, 5, 7) + Precision("float16") + SM(800) + Block(),
+     "(cp.async moves 4, 8 or 16 bytes: narrower copies are plain loads)"),
+], ids=["sm1000 one stage", "sm750", "2-byte copies"])
+def test_explain_says_why_execute_copies_without_cp_async(desc, reason):
+    text = desc.explain(width=0)
+    assert "(ld.global, st.shared)" in text and reason in text
+
+
+def test_explain_gives_one_copy_width_per_matrix():
+    """load_a()'s width on 16-byte aligned pointers is the one execute()'s kernel copies with."""
+    text = (Size(64, 64, 64) + Precision("float16", "float16", "float32") + SM(800) + Block()).explain(width=0)
+    assert "load_a() copies with cp.async 16 bytes at a time where both pointers are 16-byte aligned" in text
+    assert "copies to shared memory: A 16 bytes at a time (cp.async), B 16 bytes at a time (cp.async)" in text
+
+
+def test_explain_warns_of_a_block_dim_that_ends_in_part_of_a_warp():
+    desc = Size(64, 64, 64) + Precision("float16") + SM(900) + Block()
+    text = (desc + BlockDim(33)).explain(width=0)
+    assert ("warning: 33 threads end in part of a warp (1 of its 32 lanes); the GPU runs whole warps, so "
+            "BlockDim(64) costs the same warps and uses every lane") in text
+    assert "warning" not in (desc + BlockDim(64)).explain(width=0)
+
+
 def test_explain_on_a_descriptor_without_block_says_what_is_missing():
-    assert "add Block()" in (Size(8, 8, 8) + SM(900)).explain()
+    assert "add Block()" in (Size(8, 8, 8) + SM(900)).explain(width=0)
 
 
 @pytest.mark.parametrize("trait,needs", [
@@ -358,7 +434,7 @@ def test_explain_describes_the_kernel_execute_launches():
     from blasdx.plan import kernel_plan, with_alignment
 
     desc = Size(32, 32, 32) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900) + Block()
-    text = desc.explain()
+    text = desc.explain(width=0)
     launched = kernel_plan(with_alignment(desc.plan, (16, 16, 16)))
     assert f"launches {launched.kernel_name}:" in text
     assert "32 threads a block, one block per batch item" in text

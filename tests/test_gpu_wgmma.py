@@ -38,7 +38,7 @@ def _sm90():
 def _wgmma(prec, arr, size, threads=None):
     """The descriptor, demanding wgmma (so that a planner that stopped choosing it fails here)."""
     desc = _describe(prec, False, arr, size, 900, threads) + InstructionFamily("wgmma")
-    assert desc.instruction.is_wgmma, desc.explain()
+    assert desc.instruction.is_wgmma, desc.explain(width=0)
     return desc
 
 

@@ -176,8 +176,8 @@ def test_float64_grid_tiles_pipeline_a_warp_per_64x32_where_a_and_b_are_k_major(
         assert ("fa[now ^ 1]" in desc.source) == pipelined
     assert desc.plan.tile.k_loop_unroll == "all"
     assert "each warp loads the next step's fragments" in (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900)
-                                                           + Grid()).explain()
-    assert "each warp loads the next step's fragments" not in desc.explain()
+                                                           + Grid()).explain(width=0)
+    assert "each warp loads the next step's fragments" not in desc.explain(width=0)
     assert (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(512)).block_dim.x == 512
     rrr = Size(4096, 4096, 4096) + Precision("float64") + arrangement_of("rrr") + SM(900) + Grid()
     assert not rrr.plan.tile.pipelined_fragments and "fa[now ^ 1]" not in rrr.source
@@ -213,9 +213,9 @@ def test_fma_tiles_stage_c_in_shared_memory_for_hooks_column_major_and_complex_c
     assert "store_block_tile_staged(acc" in blasdx.pipeline.kernel_source(f32.plan, fused)
     assert "store_block_tile_staged(acc" not in blasdx.pipeline.kernel_source(f32.plan)
     assert "store_block_tile_staged(acc" in blasdx.pipeline.kernel_source(col_major_c.plan)
-    epilogue = next(line for line in f32.explain().splitlines() if line.startswith("epilogue"))
+    epilogue = next(line for line in f32.explain(width=0).splitlines() if line.startswith("epilogue"))
     assert "no shared memory" in epilogue and "with hooks or a bias, the accumulators staged" in epilogue
-    assert "epilogue: the accumulators staged" in col_major_c.explain()
+    assert "epilogue: the accumulators staged" in col_major_c.explain(width=0)
 
 
 def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
@@ -243,9 +243,9 @@ def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
     sm80 = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(800) + Grid()
     assert sm80.plan.blocks_per_sm == 1  # measured on an H100 only
     rrr = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
-    assert "two blocks share an SM (FMA tiles with row-major B" in rrr.explain()
+    assert "two blocks share an SM (FMA tiles with row-major B" in rrr.explain(width=0)
     assert "two blocks share an SM" not in (Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900)
-                                            + Grid()).explain()
+                                            + Grid()).explain(width=0)
 
 
 @pytest.mark.parametrize("precision, arrangement, where", [
@@ -277,7 +277,7 @@ def test_the_cp_async_k_loop_copies_the_next_k_tile_among_the_multiply(precision
     else:
         assert "multiply_between(" not in loop and loop.index("multiply(sa, sb, acc") < copies
     assert copies < loop.index("copy_commit()")
-    assert f"issues a K tile's copies {where}" in desc.explain()
+    assert f"issues a K tile's copies {where}" in desc.explain(width=0)
 
 
 def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():
@@ -289,13 +289,13 @@ def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():
     one = Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900) + Grid()
     two = one.replace(arrangement_of("rrr"))
     assert one.plan.fma_pipelined and pipelined in blasdx.pipeline.kernel_source(one.plan) and pipelined in one.source
-    assert "loads the next four steps of k from shared memory while it multiplies" in one.explain()
+    assert "loads the next four steps of k from shared memory while it multiplies" in one.explain(width=0)
     assert one.replace(arrangement_of("rcc")).plan.fma_pipelined
     deep = one + Tile(64, 128, 128) + Stages(2)
     assert deep.plan.tile.fma_vector_loads and not deep.plan.fma_pipelined  # unrolled 32 steps: the plain loop
     assert not two.plan.fma_pipelined and pipelined not in blasdx.pipeline.kernel_source(two.plan)
     ccc = one.replace(arrangement_of("ccc"))
-    assert not ccc.plan.fma_pipelined and "loads the next four steps" not in ccc.explain()
+    assert not ccc.plan.fma_pipelined and "loads the next four steps" not in ccc.explain(width=0)
     assert not (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()).plan.fma_pipelined
     block = Size(64, 64, 64) + Precision("float32") + RCR + SM(900) + Block()
     assert block.plan.fma_vector_loads and pipelined not in block.source
@@ -369,17 +369,17 @@ def test_descriptors_pickle():
 
 
 def test_explain_names_tiles_loop_order_and_instruction():
-    text = grid(size=(4000, 3000, 1000)).explain()
+    text = grid(size=(4000, 3000, 1000)).explain(width=0)
     for part in ("16x24 = 384 tiles of 256x128", "Tile(256, 128, 64), suggested", "16 steps of 64 per tile",
                  "4 stages (suggested)", "4 x 49152 = 196608 bytes", "512 threads each (suggested)",
                  "groups of 8 tile rows", "instruction: wgmma_f16", "wgmma conditions:", "warpgroup tiling: 4 warpgroups"):
         assert part in text, part
-    assert "cp.async copies the next 2 K tiles" in grid(Stages(3), InstructionFamily("mma")).explain()
-    assert "lda 1008, ldb 1008" in grid(size=(3001, 2999, 1001)).explain()  # 2-byte copies: pad to 16 bytes
-    assert "copies narrower" not in grid(size=(3000, 3000, 1000)).explain()
+    assert "cp.async copies the next 2 K tiles" in grid(Stages(3), InstructionFamily("mma")).explain(width=0)
+    assert "lda 1008, ldb 1008" in grid(size=(3001, 2999, 1001)).explain(width=0)  # 2-byte copies: pad to 16 bytes
+    assert "copies narrower" not in grid(size=(3000, 3000, 1000)).explain(width=0)
     assert "copies: TMA where A and B start" in text and "128 more threads" in text
-    assert "copies: TMA" not in grid(InstructionFamily("mma")).explain()  # the tile is not wgmma's
-    shared = grid(Tile(64, 128, 64), BlockDim(128), Stages(3)).explain()
+    assert "copies: TMA" not in grid(InstructionFamily("mma")).explain(width=0)  # the tile is not wgmma's
+    shared = grid(Tile(64, 128, 64), BlockDim(128), Stages(3)).explain(width=0)
     assert "two blocks share an SM" in shared
 
 
@@ -404,7 +404,7 @@ def test_a_batch_item_that_one_block_gemm_holds_has_its_block_plan(size, prec, e
     if item:
         block = Size(*size) + prec + RCR + SM(900) + Block()
         assert plan.item_block == block.plan
-    assert f"{'batched kernel of Size' if item else 'this grid kernel, whatever the batch'}" in desc.explain()
+    assert f"{'batched kernel of Size' if item else 'this grid kernel, whatever the batch'}" in desc.explain(width=0)
 
 
 def test_a_call_runs_the_item_block_from_the_batch_that_fills_the_gpu_with_it(monkeypatch):
@@ -444,7 +444,7 @@ def test_the_item_block_leaves_the_grid_kernel_alone():
     without = replace(plan, item_block=None)
     assert plan.kernel_name == without.kernel_name
     assert kernel_identity(plan, "k") == kernel_identity(without, "k")
-    text = grid(size=(32, 32, 128)).replace(Precision("float64")).explain()
+    text = grid(size=(32, 32, 128)).replace(Precision("float64")).explain(width=0)
     assert "k = 128 is over 64 on mma_f64" in text
 
 
@@ -484,7 +484,7 @@ def test_the_epilogue_reads_c_a_group_ahead_of_its_writes(prec):
     from .test_accumulator_api import global_loads_between_stores
 
     desc = Size(256, 256, 64) + Precision(*prec) + RCR + SM(900) + Grid()
-    assert "where beta != 0, C read a few instruction tiles at a time, ahead of their writes" in desc.explain()
+    assert "where beta != 0, C read a few instruction tiles at a time, ahead of their writes" in desc.explain(width=0)
     runs = global_loads_between_stores(_grid_kernel_at_alignment(desc, 16)[1])
     assert len(runs) >= 2 and min(runs) >= 8, runs
 
@@ -521,7 +521,7 @@ def test_the_cp_async_kernels_16_bit_epilogue_reads_each_quad_just_before_its_wr
     assert tma.quads_c_read_ahead and not cp_async.quads_c_read_ahead
     assert min(global_loads_between_stores(tma_ptx)) >= 8
     assert max(global_loads_between_stores(cp_async_ptx)) <= 4  # a quad's reads, then its store
-    assert "on arrays aligned to less than 16 bytes (no TMA) a quad at a time, just before its write" in desc.explain()
+    assert "on arrays aligned to less than 16 bytes (no TMA) a quad at a time, just before its write" in desc.explain(width=0)
     assert blasdx.pipeline.compile_for_arch(cp_async, 900).resources.spill_store_bytes <= 64
 
 
@@ -535,10 +535,10 @@ def test_the_16_bit_epilogue_reads_c_ahead_unless_a_cp_async_kernel_is_short_of_
     for alignment in (16, 8):
         assert blasdx.plan.grid_with_alignment(roomy.plan, (alignment,) * 3).quads_c_read_ahead
         assert not blasdx.plan.grid_with_alignment(short.plan, (alignment,) * 3).quads_c_read_ahead
-    assert "a quad at a time" not in roomy.explain()
+    assert "a quad at a time" not in roomy.explain(width=0)
     assert ("where beta != 0, C read a quad at a time, just before its write (the kernel's 128 registers a thread "
-            "are few)") in short.explain()
-    assert "ahead of their writes" not in short.explain()
+            "are few)") in short.explain(width=0)
+    assert "ahead of their writes" not in short.explain(width=0)
 
 
 def test_fma_tiles_read_c_ahead_where_a_block_has_the_sm_to_itself_and_b_is_column_major():
@@ -548,8 +548,8 @@ def test_fma_tiles_read_c_ahead_where_a_block_has_the_sm_to_itself_and_b_is_colu
     row_major_b = Size(64, 64, 256) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
     shared = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
     assert alone.plan.blocks_per_sm == 1 and alone.plan.fma_c_read_ahead == 8 and "store_partial<8>" in alone.source
-    assert "C read 8 values a thread at a time, ahead of their writes" in alone.explain()
-    assert "ahead of their writes" not in shared.explain()
+    assert "C read 8 values a thread at a time, ahead of their writes" in alone.explain(width=0)
+    assert "ahead of their writes" not in shared.explain(width=0)
     assert row_major_b.plan.blocks_per_sm == 1 and "store_partial<1>" in row_major_b.source
     assert shared.plan.blocks_per_sm == 2 and "store_partial<1>" in shared.source
 
@@ -638,7 +638,7 @@ def test_rows_off_16_byte_boundaries_move_in_shifted_16_byte_pieces(prec, shifte
     source = blasdx.pipeline.kernel_source(two_byte_pointers)
     assert ("copy_runs<" not in copies_in(source, "a")) == shifted
     assert "copy_runs<" in copies_in(source, "b")  # B's pointer is 16-byte aligned: wide copies
-    assert ("A in 16-byte pieces cut from aligned loads" in odd_k.explain()) == shifted
+    assert ("A in 16-byte pieces cut from aligned loads" in odd_k.explain(width=0)) == shifted
 
 
 def test_a_users_kernel_keeps_element_copies_where_its_shared_memory_may_be_unaligned():
@@ -789,7 +789,7 @@ def test_clusters_of_two_share_b_where_tiles_allow():
     assert not plan(Tile(128, 128, 64), size=(128, 8192, 4096)).cluster  # one tile row
     assert not plan(size=(200, 150, 4096)).cluster  # split-K compiled in
     assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).cluster  # no TMA
-    assert "clusters of two" in grid().explain()
+    assert "clusters of two" in grid().explain(width=0)
 
 
 @pytest.mark.compile

@@ -1,4 +1,5 @@
-"""Packaging: the wheel carries the templates, and the demo runs without a GPU."""
+"""Packaging: the wheel carries the templates, the sdist what the docs cite, and the examples
+run (or say what they skipped) without a GPU."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -38,11 +40,23 @@ def test_wheel_ships_the_templates(tmp_path):
     assert "Requires-Dist: numpy>=2.0" in metadata and "Classifier: License :: OSI Approved" in metadata
 
 
-def test_demo_runs_and_says_what_it_skipped():
-    out = subprocess.run([sys.executable, "-m", "blasdx", "demo"], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    assert "3. compiled with NVRTC for sm_90" in out.stdout
-    assert ("4. skipped running: no usable CUDA GPU" in out.stdout) or ("4. ran 1000 GEMMs" in out.stdout)
+@pytest.mark.slow
+def test_sdist_carries_every_path_the_docs_cite(tmp_path):
+    """README.md and docs/ cite benchmarks/, docs/, scripts/ and .ci/run (tests/test_docs.py
+    checks that each is in the repository): an unpacked sdist must hold them too."""
+    pytest.importorskip("build")
+    from tests.test_docs import DOCS, cited_paths
+
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True)
+    sdist = next(tmp_path.glob("blasdx-*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    assert {"docs/ARCHITECTURE.md", "benchmarks/RESULTS.md", "benchmarks/grid_gemm.py", "README.md"} <= names
+    for doc in DOCS:
+        for path in cited_paths(doc.read_text()):
+            if (ROOT / path).exists():  # paths from the repository root (`plan/grid.py` is blasdx/plan/grid.py)
+                assert path in names or any(n.startswith(path.rstrip("/") + "/") for n in names), (doc.name, path)
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "examples").glob("[!_]*.py")))
@@ -51,6 +65,22 @@ def test_example_runs(script):
     out = subprocess.run([sys.executable, str(ROOT / "examples" / script)], capture_output=True, text=True, cwd=ROOT,
                          env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+TORCH_TRAINING_WITHOUT_TORCH = """
+import runpy, sys
+sys.modules["torch"] = None  # as where PyTorch is not installed
+sys.path.insert(0, "examples")
+runpy.run_path("examples/torch_training.py", run_name="__main__")
+"""
+
+
+def test_torch_training_without_torch_compiles_and_says_it_needs_torch():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", TORCH_TRAINING_WITHOUT_TORCH], capture_output=True, text=True,
+                         cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "torch training: compiled; needs PyTorch (pip install torch), not installed here, so not run" in out.stdout
 
 
 def _readme_python() -> str:

@@ -67,10 +67,10 @@ def test_bit_op_defaults_to_xor_and_reads_back():
 
 
 def test_explain_says_how_values_are_packed_and_counted():
-    text = describe("binary", "binary", "int32", (64, 64, 256), 900, BitOp("and")).explain()
+    text = describe("binary", "binary", "int32", (64, 64, 256), 900, BitOp("and")).explain(width=0)
     assert "mma_b1" in text and "and.popc" in text
     assert "packed 32 per unsigned int along k" in text
-    assert "packed 2 per unsigned char along k" in describe("uint4").explain()
+    assert "packed 2 per unsigned char along k" in describe("uint4").explain(width=0)
 
 
 BAD = [  # (descriptor builder, error type, message fragment)

@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
-import re
 from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ..describe.precision import PRECISIONS
 from ..errors import ArgumentError
+from .identifiers import is_identifier
 
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FORBIDDEN = (";", "{", "}", "#", '"', "\\", "\n", "//", "/*")
 
 
@@ -98,7 +97,7 @@ def to_hook(value: str | Hook | None, slot: str) -> Hook:
     name = value.strip()
     if name in BUILTINS:
         return BUILTINS[name]
-    if _IDENTIFIER.match(name) and name != "x":
+    if is_identifier(name) and name != "x":
         raise ArgumentError(
             f"{slot}={value!r} is not a built-in hook; the built-ins are {', '.join(BUILTINS)} "
             f"(and blasdx.scale(s)); or write a C++ expression of x such as 'x > 0 ? x : T(0)'"

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 from ..errors import DescriptorError
 from ..plan import GemmPlan, GridPlan
 from .hooks import NO_FUSION, Fusion
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from .identifiers import is_declarable
 
 
 def kernel_name(kernel: GemmPlan | GridPlan, fusion: Fusion = NO_FUSION) -> str:
@@ -18,9 +15,9 @@ def kernel_name(kernel: GemmPlan | GridPlan, fusion: Fusion = NO_FUSION) -> str:
 
 
 def check_namespace(name: str) -> None:
-    """A device source's namespace must be a C++ identifier other than ``blasdx``."""
-    if not isinstance(name, str) or not _IDENTIFIER.match(name) or name == "blasdx":
+    """A device source's namespace must be a declarable C++ identifier other than ``blasdx``."""
+    if not is_declarable(name) or name == "blasdx":
         raise DescriptorError(
-            f"device_source name must be a C++ identifier other than 'blasdx', got {name!r}; "
-            f"use for example 'gemm' or 'gemm1'"
+            f"device_source name must be a C++ identifier that is not a keyword, not reserved (no '__', no '_' and "
+            f"a capital first) and not 'blasdx', got {name!r}; use for example 'gemm' or 'gemm1'"
         )

@@ -16,6 +16,7 @@ import jinja2
 
 from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
+from ..errors import BlasdxError
 from ..plan import GemmPlan, GridPlan, MatrixPlan
 from ..plan.block import vector_bytes_of
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
@@ -31,12 +32,15 @@ def templates_dir() -> Path:
     beside it in a source checkout."""
     explicit = settings.templates_dir()
     if explicit is not None:
+        if not (explicit / "gemm.cuh.j2").is_file():
+            raise BlasdxError(f"BLASDX_TEMPLATES_DIR={str(explicit)!r} holds no blasdx templates (no gemm.cuh.j2 there); "
+                              f"point it at a templates/ folder of blasdx, or unset it to use the installed ones")
         return explicit
     here = Path(__file__).resolve().parent.parent
     for candidate in (here / "templates", here.parent / "templates"):
         if (candidate / "gemm.cuh.j2").is_file():
             return candidate
-    raise FileNotFoundError(f"blasdx templates not found next to {here}; reinstall blasdx")
+    raise BlasdxError(f"blasdx templates not found next to {here}; reinstall blasdx")
 
 
 @lru_cache(maxsize=4)

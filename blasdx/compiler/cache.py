@@ -74,6 +74,13 @@ class KernelCache:
         self._memory: dict[str, Entry] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._builds = 0
+
+    @property
+    def builds(self) -> int:
+        """Entries this cache has built (neither in memory nor on disk): a compile that leaves
+        the count unchanged was a cache hit (read-only; ``python -m blasdx demo`` says which)."""
+        return self._builds
 
     @property
     def directory(self) -> Path:
@@ -110,6 +117,8 @@ class KernelCache:
                 logger.debug("disk hit %s in %.1f ms", key[:16], 1e3 * (time.perf_counter() - start))
             else:
                 entry = build()
+                with self._guard:
+                    self._builds += 1
                 logger.debug("miss %s: built in %.1f ms", key[:16], 1e3 * (time.perf_counter() - start))
                 if self.use_disk:
                     self._store(key, entry)

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
-from ..arch import WGMMA_OF, Instruction, choose_instruction
-from ..errors import ArgumentError, DescriptorError, IncompleteDescriptorError
+from ..arch import WGMMA_OF, WGMMA_SM, Instruction, choose_instruction
+from ..errors import ArgumentError, CompositionError, DescriptorError, IncompleteDescriptorError
 from . import rules
 from .operators import OPERATOR_KINDS, SM, BitOp, Block, Function, Operator, Size, Type
 from .traits import (
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ..runtime import Kernel
 
 _ORDER = {cls.kind: i for i, cls in enumerate(OPERATOR_KINDS)}
+_EXECUTION_KINDS = ("Block", "Grid")
 
 
 class MNK(NamedTuple):
@@ -78,6 +79,16 @@ def _class_hint(value: object) -> str:
     if isinstance(value, type) and issubclass(value, Operator):
         return f"; add an instance, {value.__name__}(...)" if value.model_fields else f"; add an instance, {value.__name__}()"
     return ""
+
+
+def _not_addable(value: object) -> CompositionError:
+    """The error for ``descriptor + value`` where value is neither an operator nor a descriptor."""
+    if isinstance(value, type) and issubclass(value, Operator):
+        return CompositionError(f"cannot add the class {value.__name__}: {_class_hint(value).strip(' ;')}")
+    names = [cls.__name__ for cls in OPERATOR_KINDS]
+    hint = f"; did you mean {value}()?" if value in names else ""
+    return CompositionError(f"a descriptor adds operators ({', '.join(names)}) and descriptors only, got {value!r} "
+                            f"of type {type(value).__name__}{hint}")
 
 
 def _pipeline() -> Any:
@@ -114,15 +125,13 @@ class Descriptor:
 
     # --- composition ---------------------------------------------------------------------
 
-    def __add__(self, other: object) -> Descriptor:
-        if isinstance(other, type) and issubclass(other, Operator):
-            raise DescriptorError(f"cannot add the class {other.__name__}: {_class_hint(other).strip(' ;')}")
+    def __add__(self, other: Operator | Descriptor) -> Descriptor:
         if isinstance(other, Operator):
             others = [other]
         elif isinstance(other, Descriptor):
             others = list(other._ops.values())
         else:
-            return NotImplemented
+            raise _not_addable(other)
         ops = dict(self._ops)
         for op in others:
             if op.kind in ops:
@@ -133,12 +142,12 @@ class Descriptor:
             ops[op.kind] = op
         return Descriptor(ops)
 
-    def __radd__(self, other: object) -> Descriptor:
-        if isinstance(other, type) and issubclass(other, Operator):
-            raise DescriptorError(f"cannot add the class {other.__name__}: {_class_hint(other).strip(' ;')}")
+    def __radd__(self, other: Operator | Descriptor | int) -> Descriptor:
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:  # sum([Size(...), SM(900), ...])
+            return self
         if isinstance(other, Operator):
             return Descriptor.of(other) + self
-        return NotImplemented
+        raise _not_addable(other)
 
     def replace(self, *operators: Operator) -> Descriptor:
         """A copy with each given operator put in place of the one of its kind."""
@@ -147,6 +156,9 @@ class Descriptor:
             if not isinstance(op, Operator):
                 raise DescriptorError(f"replace() takes operators such as SM(900) or Size(64, 64, 64), got {op!r}"
                                       + _class_hint(op))
+            if op.kind in _EXECUTION_KINDS:  # Block() and Grid() are two ways to run: one takes the other's place
+                for kind in _EXECUTION_KINDS:
+                    ops.pop(kind, None)
             ops[op.kind] = op
         return Descriptor(ops)
 
@@ -175,6 +187,8 @@ class Descriptor:
         if not self._rules_hold:
             rules.check(self._ops, complete=True, grid_tile=self._grid_tile)
             if self.is_grid:
+                for kind in (Size, SM):
+                    self._require(kind, "the block tile of a Grid() descriptor")
                 with self._about_the_tile():
                     self.tile_descriptor._check_rules()
             self._rules_hold = True
@@ -296,7 +310,7 @@ class Descriptor:
         if family is not None and family.value == "mma":  # type: ignore[attr-defined]
             return base, f"{reason}; InstructionFamily('mma') forbids wgmma"
         choice = self.wgmma_choice
-        if choice is None:
+        if choice is None or self.sm != WGMMA_SM:  # wgmma is Hopper's alone: other SMs are not told its conditions
             return base, reason
         if choice.holds:
             wgmma = WGMMA_OF[base.name]
@@ -460,10 +474,15 @@ class Descriptor:
         """CUDA text defining the block GEMM as device code in namespace ``name``."""
         return _pipeline().device_source(self.plan, name)
 
-    def explain(self) -> str:
-        """What the kernel does and why: instruction, tiling, threads, shared memory."""
+    def explain(self, width: int = 100) -> str:
+        """What the kernel does and why: instruction, tiling, threads, shared memory; lines
+        wrapped at ``width`` columns (0: one line per statement, for searching)."""
+        if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+            raise ArgumentError(f"explain(width=...) takes the columns to wrap at (0: no wrapping), got {width!r}")
+        for kind in (Size, SM):
+            self._require(kind, "explain()")
         self._check_rules()
-        return _pipeline().explain(self)
+        return _pipeline().explain(self, width)  # type: ignore[no-any-return]
 
     @overload
     def compile(self, arch: int, *, prologue: Any = None, epilogue: Any = None, a_load: Any = None,
@@ -492,7 +511,7 @@ class Descriptor:
             fusion = fusion.reading_bias_by_column()
         if arch is not None:
             return _pipeline().compile_for_arch(self.plan, arch, fusion)
-        return _pipeline().kernel(self.plan, fusion)
+        return _pipeline().kernel(self.plan, fusion, action="compile() without arch")
 
     def execute(self, a: Any, b: Any, c: Any, alpha: Any = 1, beta: Any = 0, *,
                 prologue: Any = None, epilogue: Any = None, a_load: Any = None, b_load: Any = None,

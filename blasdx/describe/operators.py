@@ -11,13 +11,17 @@ rules import them): :mod:`blasdx.describe.descriptor` registers itself as
 
 from __future__ import annotations
 
+import difflib
+import numbers
+import re
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from .. import arch
-from ..arch import SUPPORTED_SMS
+from ..arch import SUPPORTED_SMS, accepted_sms
 from ..errors import DescriptorError
 from .precision import normalize_precision
 
@@ -36,9 +40,10 @@ def _extent(value: object, what: str) -> int:
 
 
 def _strict_int(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    """An int, or a NumPy integer (shape arithmetic yields them); never a bool or a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{what} must be an int, got {value!r} of type {type(value).__name__}")
-    return value
+    return int(value)
 
 
 class Operator(BaseModel):
@@ -75,11 +80,17 @@ class Operator(BaseModel):
         return Operator.composition.of(self) + other  # type: ignore[no-any-return]
 
     def __radd__(self, other: Operator | Descriptor) -> Descriptor:
-        if isinstance(other, type) and issubclass(other, Operator):  # Block + Size(...): the class, not Block()
-            return Operator.composition.of(self).__radd__(other)
-        if not isinstance(other, (Operator, Operator.composition)):
-            return NotImplemented
-        return Operator.composition.of(other) + self
+        # Block + Size(...) (the class, not Block()), 5 + Size(...) and sum()'s start, 0: the descriptor says
+        return Operator.composition.of(self).__radd__(other)  # type: ignore[no-any-return]
+
+    def model_copy(self, *, update: Any = None, deep: bool = False) -> Any:
+        """A copy with ``update``'s fields, validated as a new operator is (never a bypass)."""
+        return type(self)(**{**{name: getattr(self, name) for name in type(self).model_fields}, **(update or {})})
+
+    @classmethod
+    def model_construct(cls, _fields_set: Any = None, **values: Any) -> Any:
+        """Validated, as ``cls(**values)``: an operator is never built unchecked."""
+        return cls(**values)
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         raise DescriptorError(
@@ -151,8 +162,10 @@ class Precision(Operator):
 
     @field_validator("a", "b", "c", mode="before")
     @classmethod
-    def _name(cls, v: object) -> str | None:
-        return None if v is None else normalize_precision(v)
+    def _name(cls, v: object, info) -> str | None:
+        if v is None and info.field_name != "a":  # b and c default to a
+            return None
+        return normalize_precision(v)
 
     def model_post_init(self, __context: Any) -> None:
         if self.b is None:
@@ -219,8 +232,11 @@ class BitOp(Operator):
 def _layout(v: object, field: str) -> str:
     if v not in LAYOUTS:
         hint = ""
-        if isinstance(v, str) and v.replace("-", "_") in LAYOUTS:
-            hint = f" (did you mean {v.replace('-', '_')!r}?)"
+        if isinstance(v, str):
+            spelled = v.lower().replace("-", "_").replace(" ", "_").replace("column", "col")
+            close = difflib.get_close_matches(spelled, LAYOUTS, n=1, cutoff=0.6)
+            if close:
+                hint = f" (did you mean {close[0]!r}?)"
         raise ValueError(f"must be 'row_major' or 'col_major', got {v!r}{hint}")
     return v  # type: ignore[return-value]
 
@@ -329,23 +345,27 @@ class SM(Operator):
     @field_validator("value", mode="before")
     @classmethod
     def _check(cls, v: object) -> int:
+        accepted = accepted_sms()
+        if isinstance(v, str):
+            spelled = re.fullmatch(r"\s*(?:sm|compute)?_?(\d+)a?\s*", v.lower())
+            hint = f"; did you mean SM({int(spelled[1]) * 10})?" if spelled and int(spelled[1]) * 10 in accepted else ""
+            raise ValueError(f"must be an int such as 900 (sm_90), got the string {v!r}{hint}")
         v = _strict_int(v, "value")
-        if v not in SUPPORTED_SMS:
-            hint = ""
-            if v * 10 in SUPPORTED_SMS:
-                hint = f" (did you mean SM({v * 10})?)"
-            elif v in (700, 720):
-                hint = " (Volta and Xavier: CUDA 13's NVRTC and cuBLASDx 0.7 no longer target them)"
-            raise ValueError(f"must be one of {list(SUPPORTED_SMS)}, got {v}{hint}")
+        if v in accepted:
+            return v
+        if v * 10 in accepted:
+            raise ValueError(f"must be one of {list(accepted)}, got {v}; did you mean SM({v * 10})?")
         targets = arch.nvrtc_targets()
-        if targets is not None and v not in targets[1]:
-            (major, minor), archs = targets
+        if v in SUPPORTED_SMS and targets is not None:  # blasdx supports it; this NVRTC does not
+            (major, minor), _ = targets
             thor = {1010: " (SM 1010 is Thor's name before CUDA 13; NVRTC 13 calls it SM 1100)",
                     1100: " (SM 1100 is Thor's name from CUDA 13; NVRTC 12 calls it SM 1010)"}.get(v, "")
-            raise ValueError(f"the installed NVRTC {major}.{minor} cannot compile for SM {v}; it targets "
-                             f"{[a for a in archs if a in SUPPORTED_SMS]}{thor}. Use one of those, or install "
-                             f"an NVRTC (nvidia-cuda-nvrtc) that targets SM {v}")
-        return v
+            raise ValueError(f"the installed NVRTC {major}.{minor} cannot compile for SM {v}{thor}; use one of "
+                             f"{list(accepted)}, or install an NVRTC (nvidia-cuda-nvrtc) that targets SM {v}")
+        why = (" (Volta and Xavier: blasdx, like cuBLASDx 0.7, does not support them)" if v in (700, 720) else
+               " (the installed NVRTC targets it, but blasdx has no facts for it yet)"
+               if targets is not None and v in targets[1] else "")
+        raise ValueError(f"must be one of {list(accepted)}, got {v}{why}")
 
 
 INSTRUCTION_FAMILIES: tuple[str, ...] = ("wgmma", "mma")

@@ -74,15 +74,18 @@ _DTYPE_NAMES["float8_e4m3fn"] = "float8_e4m3"
 
 
 def normalize_precision(value: object) -> str:
-    """Return the canonical precision name for a name or a dtype, or raise ValueError."""
+    """Return the canonical precision name for a name (any case) or a dtype, or raise ValueError."""
     if isinstance(value, str):
-        name = ALIASES.get(value, value)
+        name = ALIASES.get(value.lower(), value.lower())
         if name in PRECISIONS:
             return name
         raise ValueError(
-            f"unknown precision {value!r}; use one of {sorted(PRECISIONS)} "
-            f"(complex data is Type('complex') with a real precision)"
+            f"unknown precision {value!r}; use one of {sorted(PRECISIONS)} or an alias "
+            f"({', '.join(f'{a}={n}' for a, n in ALIASES.items())}); complex data is Type('complex') with a "
+            f"real precision"
         )
+    if value is None:
+        raise ValueError(f"needs a precision name or dtype, got None; use one of {sorted(PRECISIONS)}")
     if type(value).__module__ == "torch":  # a torch.dtype: torch.float16, torch.float8_e4m3fn...
         return normalize_precision(str(value).removeprefix("torch."))
     try:

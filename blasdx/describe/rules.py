@@ -260,8 +260,21 @@ def _check_execution(ops: Mapping[str, Operator]) -> None:
         return
     raise DescriptorError(
         "Block() and Grid() are two ways to run: Block() runs one block GEMM of Size (it fits in shared "
-        "memory), Grid() runs a problem of any Size over many blocks; keep one of them"
+        "memory), Grid() runs a problem of any Size over many blocks; keep one of them "
+        "(descriptor.replace(Grid()) or .replace(Block()) puts one in the other's place)"
     )
+
+
+def _check_grid_whole_warps(ops: Mapping[str, Operator]) -> None:
+    """Grid()'s kernel splits its threads into warps and warpgroups of copies and multiplies: a block
+    ending in part of a warp leaves lanes out of that split (and ptxas spills for them)."""
+    if "Grid" not in ops or "BlockDim" not in ops:
+        return
+    threads = ops["BlockDim"].threads  # type: ignore[attr-defined]
+    if threads % 32:
+        raise DescriptorError(
+            f"{ops['BlockDim']!r} has {threads} threads ({threads // 32} warps and {threads % 32} threads); a Grid() "
+            f"block runs whole warps: use BlockDim({threads // 32 * 32 or 32}) or BlockDim({threads // 32 * 32 + 32})")
 
 
 def _check_grid_operators(ops: Mapping[str, Operator]) -> None:
@@ -375,6 +388,7 @@ RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[s
     (_check_alignment, _has("Alignment", "Precision", "Type")),
     (_check_block_dim, _never),
     (_check_execution, _has("Block", "Grid")),
+    (_check_grid_whole_warps, _has("Grid", "BlockDim")),
     (_check_grid_operators, _never),
     (_check_grid_size, _has("Grid", "Size")),
     (_check_grid_precision, _has("Grid", "Precision")),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
@@ -14,26 +15,44 @@ if TYPE_CHECKING:
     from ..describe.descriptor import Descriptor
 
 
-def explain(desc: Descriptor) -> str:
-    """A readable account of the plan: what runs, how it is split, and why."""
+# explain()'s lines wrap at this width by default, continued two spaces further in.
+WIDTH = 100
+
+
+def explain(desc: Descriptor, width: int = WIDTH) -> str:
+    """A readable account of the plan: what runs, how it is split, and why, wrapped at ``width``
+    columns (0: one line per statement)."""
+    lines = _explain_grid(desc) if desc.is_executable and desc.is_grid else _explain_block(desc)
+    return "\n".join(_wrapped(lines, width) if width else lines)
+
+
+def _wrapped(lines: list[str], width: int) -> list[str]:
+    out = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out += textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_on_hyphens=False,
+                             break_long_words=False) or [line]
+    return out
+
+
+def _explain_block(desc: Descriptor) -> list[str]:
     lines = [f"blasdx GEMM: {desc!r}"]
     if not desc.is_executable:
         instr, reason = desc.instruction_choice
         lines.append(f"instruction: {instr.name} ({reason})")
         lines.append("incomplete for a kernel: add Block() (one block GEMM) or Grid() (any size, over many blocks) "
                      "to plan threads and shared memory")
-        return "\n".join(lines)
-    if desc.is_grid:
-        return explain_grid(desc)
+        return lines
     p = desc.plan
     assert isinstance(p, GemmPlan)
     m, n, k = p.m, p.n, p.k
-    lines.append(f"kernel: {p.kernel_name}")
+    launched = kernel_plan(with_alignment(p, (16, 16, 16)))
+    lines.append(_kernels_line(kernel_plan(p).kernel_name, launched.kernel_name, desc.alignment))
     lines.append(f"instruction: {p.instruction.name} - {p.instruction_reason}")
     choice = desc.wgmma_choice
-    if choice is not None and p.sm == WGMMA_SM:  # elsewhere the instruction line says SM 900 fails
-        lines.append("wgmma conditions: " + "; ".join(f"{text}: {'holds' if held else 'FAILS'}"
-                                                        for text, held in choice.conditions))
+    if choice is not None and p.sm == WGMMA_SM:  # wgmma is Hopper's: no other SM hears of its conditions
+        lines.append("wgmma conditions:")
+        lines += [f"  {text}: {'holds' if held else 'FAILS'}" for text, held in choice.conditions]
     if p.instruction.is_wgmma:
         warpgroups = p.threads // 128
         lines.append(
@@ -63,9 +82,14 @@ def explain(desc: Descriptor) -> str:
     lines.append(f"threads: block_dim {p.block_dim} = {p.threads}"
                  + ("" if p.block_dim == tuple(desc.suggested_block_dim)
                     else f" (suggested {tuple(desc.suggested_block_dim)})"))
+    if p.threads % 32:
+        whole = -(-p.threads // 32) * 32
+        lines.append(f"  warning: {p.threads} threads end in part of a warp ({p.threads % 32} of its 32 lanes); the GPU "
+                     f"runs whole warps, so BlockDim({whole}) costs the same warps and uses every lane")
     if p.bit_op:
         lines.append(f"bits: C accumulates popcount(A {p.bit_op} B) over k in int32 ({p.bit_op}.popc)")
-    for x in (p.a, p.b, p.c):
+    aligned = with_alignment(p, (16, 16, 16))
+    for x, x_aligned in zip((p.a, p.b, p.c), (aligned.a, aligned.b, aligned.c)):
         stored = (f"{x.rows}x{x.cols} {x.precision}" if x.pack == 1 else
                   f"{x.rows * (x.pack if x.name == 'b' else 1)}x{x.cols * (x.pack if x.name == 'a' else 1)} "
                   f"{x.precision} packed {x.pack} per {x.cpp_type} along k ({x.rows}x{x.cols} stored)")
@@ -74,8 +98,9 @@ def explain(desc: Descriptor) -> str:
         lines.append(
             f"{x.name.upper()}: {stored}{' complex' if p.is_complex else ''} "
             f"{x.layout}, ld {x.ld}{' stored elements' if x.pack > 1 else ''}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
-            f"bytes{' ' + swizzled if swizzled else ''}, copied {x.vector_bytes} bytes at a time"
-            + (" with cp.async" if p.use_cp_async and x.name != "c" and x.vector_bytes >= 4 else "")
+            f"bytes{' ' + swizzled if swizzled else ''}; load_{x.name}() copies"
+            + (" with cp.async" if p.use_cp_async and x.name != "c" and x_aligned.vector_bytes >= 4 else "")
+            + f" {_width(x, x_aligned)}"
         )
     lines.append(f"shared memory: {p.shared_memory_size} bytes (A and B alone, for a kernel whose C stays in the "
                  f"register accumulators: {p.c.smem_offset}, shared_memory_size_ab); alpha/beta as {p.scalar_type}")
@@ -86,13 +111,13 @@ def explain(desc: Descriptor) -> str:
         lines.append(f"device_source() keeps the leading dimensions of {names} in shared memory, whose rows then "
                      f"start in the same banks (conflicting loads); + LeadingDimension{tuple(suggested)} "
                      f"(suggested_leading_dimension) pads them, as execute() pads its own copies")
-    launched = kernel_plan(with_alignment(p, (16, 16, 16)))
     in_smem = (launched.a, launched.b) if launched.c_in_registers else (launched.a, launched.b, launched.c)
     lds = ", ".join(f"{x.name.upper()} {'swizzled' if x.swizzle else x.smem_ld}" for x in in_smem)
     padded = any(x.smem_ld != x.ld for x in in_smem)
     copies = ", ".join(f"{x.name.upper()} {x.vector_bytes} bytes at a time"
                        + (" (cp.async)" if launched.use_cp_async and x.vector_bytes >= 4 else " (ld.global, st.shared)")
                        for x in in_smem)
+    copies += _plain_copies_reason(p, launched, in_smem)
     lines.append(f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches "
                  f"{launched.kernel_name}:")
     lines.append(f"  {launched.threads} threads a block, one block per batch item")
@@ -106,10 +131,40 @@ def explain(desc: Descriptor) -> str:
         + "; " + ("two items in flight per block (the next item's copies overlap this GEMM)"
                   if launched.pipeline_stages == 2 else "one item at a time per block")
         + f"; {launched.kernel_shared_memory_size} bytes of shared memory")
-    return "\n".join(lines)
+    return lines
 
 
-def explain_grid(desc: Descriptor) -> str:
+def _kernels_line(compiled: str, launched: str, alignment: tuple[int, int, int]) -> str:
+    """The kernels a user can compile, find in a profiler or grep: compile()'s (the descriptor's
+    alignment) and the one execute() launches on 16-byte aligned arrays, if another."""
+    fused = " (with hooks or a bias, the name ends in _f and a digest of them)"
+    if compiled == launched:
+        return f"kernel: {compiled}, built by compile() and launched by execute(){fused}"
+    return (f"kernels: compile() and .source build {compiled} (arrays aligned to Alignment{tuple(alignment)} "
+            f"bytes); execute() on 16-byte aligned arrays launches {launched}{fused}")
+
+
+def _width(declared: MatrixPlan, aligned: MatrixPlan) -> str:
+    """How many bytes load_x() moves at a time: where 16-byte alignment widens them, its run-time test says."""
+    if declared.vector_bytes == aligned.vector_bytes:
+        return f"{declared.vector_bytes} bytes at a time"
+    return (f"{aligned.vector_bytes} bytes at a time where both pointers are 16-byte aligned (tested at run time; "
+            f"Alignment(16, ...) drops the test), else {declared.vector_bytes}")
+
+
+def _plain_copies_reason(p: GemmPlan, launched: GemmPlan, in_smem: tuple[MatrixPlan, ...]) -> str:
+    """Why execute()'s kernel copies without cp.async, where it does."""
+    if not any(not launched.use_cp_async or x.vector_bytes < 4 for x in in_smem):
+        return ""
+    if not p.use_cp_async:
+        return f" (SM {p.sm} has no cp.async: it came with SM 800)"
+    if not launched.use_cp_async:
+        return (" (one item at a time per block: on SM 900 and newer plain loads stored to shared memory moved the "
+                "same bytes faster than cp.async)")
+    return " (cp.async moves 4, 8 or 16 bytes: narrower copies are plain loads)"
+
+
+def _explain_grid(desc: Descriptor) -> list[str]:
     """explain() of a Grid() descriptor: the tiles, the K loop, the order of the blocks, and
     the block GEMM that computes each tile (its own explain())."""
     p = desc.plan
@@ -117,6 +172,7 @@ def explain_grid(desc: Descriptor) -> str:
     t = p.tile
     ops = desc.operator_map
     launched = grid_with_alignment(p, (16, 16, 16))
+    kernels = _kernels_line(p.kernel_name, launched.kernel_name, desc.alignment)
     given = {kind: "given" if kind in ops else "suggested" for kind in ("Tile", "Stages", "BlockDim")}
     if launched.tma:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies, and each "
@@ -136,7 +192,7 @@ def explain_grid(desc: Descriptor) -> str:
                     "multiplies the current ones (float64 tiles with A and B K-major)")
     lines = [
         f"blasdx GEMM: {desc!r}",
-        f"kernel: {launched.kernel_name} (grid-level: Size is the whole problem)",
+        kernels + "; grid-level: Size is the whole problem",
         f"tiles: {p.m}x{p.n} C in {p.tiles_m}x{p.tiles_n} = {_count(p.tiles, 'tile')} of {t.m}x{t.n} per batch item "
         f"(Tile({t.m}, {t.n}, {t.k}), {given['Tile']}); the edge tiles read zeros past m, n and k and write only "
         f"inside C",
@@ -156,9 +212,13 @@ def explain_grid(desc: Descriptor) -> str:
     ]
     # The tile's instruction, its conditions and how its warps split it; its own copies,
     # shared memory and threads are the grid's, said above.
-    tile_lines = explain(desc.tile_descriptor).splitlines()
-    lines += ["  " + line for line in tile_lines if line.startswith(_TILE_LINES)]
-    return "\n".join(lines)
+    tile_lines = _explain_block(desc.tile_descriptor)
+    keep = False
+    for line in tile_lines:  # a kept line and the lines indented under it
+        keep = line.startswith(_TILE_LINES) or (keep and line.startswith(" "))
+        if keep:
+            lines.append("  " + line)
+    return lines
 
 
 def _batches_line(desc: Descriptor) -> str:

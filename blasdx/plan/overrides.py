@@ -28,6 +28,14 @@ class PlanOverrides:
     # Batched kernel: the blocks per SM that __launch_bounds__ asks the register allocator for.
     min_blocks_per_sm: int | None = None
 
+    def __new__(cls, *args: object, **kwargs: object) -> PlanOverrides:
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown or len(args) > len(names):
+            raise DescriptorError(f"PlanOverrides takes the keyword arguments {', '.join(names)}; got "
+                                  + (f"{', '.join(unknown)}" if unknown else f"{len(args)} positional arguments"))
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         if self.pipeline_stages not in (None, 1, 2):
             raise DescriptorError(f"PlanOverrides.pipeline_stages must be 1 or 2, got {self.pipeline_stages!r}")

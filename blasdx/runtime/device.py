@@ -72,26 +72,37 @@ def gpu_available() -> bool:
         return False
 
 
-def current_device() -> int:
-    """The current device's id, or DeviceError saying why there is none."""
+def current_device(action: str = "execute()") -> int:
+    """The current device's id, or DeviceError saying why there is none (and that ``action`` needs one)."""
     try:
         return cupy_module().cuda.runtime.getDevice()
     except Exception:  # noqa: BLE001
-        device_arch()  # raises DeviceError with the reason
+        device_arch(action=action)  # raises DeviceError with the reason
         raise
 
 
-def device_arch(device_id: int | None = None) -> int:
+def device_arch(device_id: int | None = None, action: str = "execute()") -> int:
     """The compute capability of a device as an SM number (900 for 9.0)."""
     cupy = cupy_module()
     try:
         dev = cupy.cuda.Device(device_id) if device_id is not None else cupy.cuda.Device()
         return int(dev.compute_capability) * 10
     except Exception as exc:  # noqa: BLE001 - CUDA raises several types for "no GPU"
-        raise DeviceError(
-            f"no usable CUDA GPU ({type(exc).__name__}: {str(exc).splitlines()[0]}); execute() needs "
-            f"one. GEMM.compile(arch=900) compiles without a GPU"
-        ) from None
+        raise no_gpu_error(exc, action) from None
+
+
+def no_gpu_error(exc: Exception, action: str) -> DeviceError:
+    """The DeviceError for a CUDA call that failed because no GPU is usable: no driver at all, a
+    driver older than CuPy's CUDA, or no device; ``action`` is what needed the GPU."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        if "InsufficientDriver" in reason:
+            reason = f"the NVIDIA driver is older than CuPy's CUDA runtime needs; update the driver ({reason})"
+    except OSError:
+        reason = "no NVIDIA driver is installed: libcuda.so.1 cannot be loaded"
+    return DeviceError(f"no usable CUDA GPU ({reason}); {action} needs one. Without a GPU, GEMM.compile(arch=900) "
+                       f"and blasdx.compile_kernel(source, name, sm=900) compile")
 
 
 def compile_arch_for(device_sm: int) -> int:

@@ -9,11 +9,11 @@ architecture if it differs) and raises the dynamic shared-memory limit as a laun
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable
 from typing import Any
 
+from ..codegen.identifiers import CPP_KEYWORDS, is_identifier
 from ..compiler import Entry, check_arch, compile_source, entry_resources
 from ..errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from .device import (
@@ -26,8 +26,6 @@ from .device import (
     load_function,
     stream_of,
 )
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class UserKernel:
@@ -123,8 +121,8 @@ def compile_kernel(source: str, name: str, *, sm: int | None = None,
     current device's. ``options`` are extra NVRTC flags such as ``("-DTILE=64",)``."""
     if not isinstance(source, str) or not source.strip():
         raise ArgumentError("compile_kernel needs the kernel's CUDA source as a non-empty string")
-    if not isinstance(name, str) or not _IDENTIFIER.match(name):
-        raise ArgumentError(f"name must be the kernel's C identifier, got {name!r}")
+    if not is_identifier(name) or name in CPP_KEYWORDS:
+        raise ArgumentError(f"name must be the kernel's C identifier (not a keyword), got {name!r}")
     if isinstance(options, str):
         raise ArgumentError(f"options must be a sequence of flags, got the string {options!r}; "
                             f"write options=({options!r},)")
@@ -135,12 +133,7 @@ def compile_kernel(source: str, name: str, *, sm: int | None = None,
         if opt.startswith(("-arch", "--gpu-architecture")):
             raise ArgumentError(f"option {opt!r}: the architecture comes from sm=, not from options")
     if sm is None:
-        try:
-            sm = compile_arch_for(device_arch())
-        except DeviceError:
-            raise DeviceError(f"no usable CUDA GPU to take the architecture from; to compile "
-                              f"without one, pass sm=, for example "
-                              f"compile_kernel(source, {name!r}, sm=900)") from None
+        sm = compile_arch_for(device_arch(action="compile_kernel() without sm"))
     elif isinstance(sm, bool) or not isinstance(sm, int):
         raise UnsupportedError(f"sm must be an SM number such as 900, got {sm!r}")
     check_arch(sm)
