@@ -164,7 +164,7 @@ def _as_operand(dz: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, tor
     none). float16 flushes gradients below 6e-5 to subnormals and zero (a mean loss over a
     million outputs gives ~1e-6), so a float16 dz is scaled by the power of two that puts
     its largest magnitude in [1, 2): exact, and undone exactly after the product."""
-    if dtype != torch.float16 or dz.dtype == torch.float16:
+    if dtype != torch.float16 or dz.dtype == torch.float16 or dz.numel() == 0:  # empty: no largest to scale by
         return dz.to(dtype), None
     largest = dz.detach().abs().amax().float()
     scale = torch.where(largest > 0, torch.exp2(-torch.floor(torch.log2(largest))), 1.0)

@@ -19,7 +19,7 @@ import numpy as np
 from ..describe.precision import PRECISIONS
 from ..errors import ArgumentError
 from ..plan import GemmPlan, GridPlan, MatrixPlan
-from .device import cupy_module
+from .device import cupy_module, gpu_available, no_gpu_error
 
 _DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
 
@@ -133,10 +133,15 @@ def check_torch_output(c: Any) -> None:
 
 def _device_of_pointer(ptr: int) -> int:
     cupy = cupy_module()
-    if ptr == 0:
-        return cupy.cuda.runtime.getDevice()
-    attrs = cupy.cuda.runtime.pointerGetAttributes(ptr)
-    return attrs.device
+    try:
+        if ptr == 0:
+            return cupy.cuda.runtime.getDevice()
+        return cupy.cuda.runtime.pointerGetAttributes(ptr).device
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        if not gpu_available():
+            raise no_gpu_error(exc, "execute()") from None
+        raise ArgumentError(f"the CUDA runtime cannot say which device holds the array at {ptr:#x} ({exc}); pass "
+                            f"arrays on a CUDA device") from None
 
 
 def _host_error(x: Any) -> ArgumentError:
@@ -207,10 +212,13 @@ def matrix_view(x: Any, plan: GemmPlan | GridPlan, mat: MatrixPlan) -> MatrixVie
         )
     _, pairs = match
     itemsize = dtype.itemsize
+    # An empty array (a batch of 0 items) addresses no element: its strides mean nothing (NumPy and
+    # CuPy give zeros, views keep their base's), so only its dtype and shape are checked.
+    empty = any(d == 0 for d in shape)
     if byte_strides is None:  # C-contiguous
         byte_strides = _contiguous_strides(shape, itemsize)
     if pairs:
-        if byte_strides[-1] != itemsize:
+        if byte_strides[-1] != itemsize and not empty:
             raise ArgumentError(
                 f"{name}: the trailing (real, imag) dimension must be contiguous (stride "
                 f"{itemsize} bytes), got {byte_strides[-1]}; use cupy.ascontiguousarray"
@@ -224,6 +232,8 @@ def matrix_view(x: Any, plan: GemmPlan | GridPlan, mat: MatrixPlan) -> MatrixVie
             f"{name} has {len(shape)} dimensions (shape {tuple(shape)}); expected 2 (rows, cols) "
             f"for one GEMM or 3 (batch, rows, cols) for a batch"
         )
+    if empty:
+        return MatrixView(mat.name, ptr, device_id, dtype, tuple(shape), (0,) * len(shape), element, owner)
     strides = []
     for s in byte_strides:
         if s % element:
@@ -240,7 +250,7 @@ def check_layout(v: MatrixView, mat: MatrixPlan) -> None:
     name = mat.name.upper()
     rows, cols = v.shape[-2:]
     if v.span_bytes == 0 and (rows, cols) == (mat.rows, mat.cols):
-        return  # an empty batch: nothing is read or written, strides do not matter
+        return  # an empty batch: nothing is read or written, strides and alignment do not matter
     if (rows, cols) != (mat.rows, mat.cols):
         logical = {"a": "(m, k)", "b": "(k, n)", "c": "(m, n)"}[mat.name]
         if mat.pack > 1:
@@ -380,7 +390,9 @@ class BiasView:
 
 
 def bias_view(bias: Any, vc: MatrixView) -> BiasView:
-    """Check ``bias`` against C (same dtype, NumPy-broadcastable to C's shape, same device)."""
+    """Check ``bias`` against C (same dtype, NumPy-broadcastable to C's shape, same device). An
+    empty bias (which broadcasts only to an empty C) is checked for dtype, shape and device; its
+    strides and pointer, which address nothing, are not."""
     ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(bias)
     pairs = vc.element_size == 2 * vc.dtype.itemsize  # complex stored as (real, imag) pairs
     if dtype != vc.dtype:
@@ -390,7 +402,8 @@ def bias_view(bias: Any, vc: MatrixView) -> BiasView:
         )
     itemsize = dtype.itemsize
     shape = tuple(shape)
-    if byte_strides is None:
+    empty = any(d == 0 for d in shape)
+    if byte_strides is None or empty:
         byte_strides = _contiguous_strides(shape, itemsize)
     if pairs:
         if not shape or shape[-1] != 2 or byte_strides[-1] != itemsize:
@@ -418,13 +431,14 @@ def bias_view(bias: Any, vc: MatrixView) -> BiasView:
     if device_id != vc.device_id:
         raise ArgumentError(f"bias is on device {device_id} but C is on device {vc.device_id}; "
                             f"move it to C's device")
-    if ptr % min(16, vc.element_size):
+    if ptr % min(16, vc.element_size) and not empty:
         raise ArgumentError(f"bias's data pointer {ptr:#x} is not aligned to its "
                             f"{vc.element_size}-byte element; pass an aligned copy")
     if (c_shape[1] - 1) * abs(strides[1]) + (c_shape[2] - 1) * abs(strides[2]) >= 2**31:
         raise ArgumentError(f"bias strides {byte_strides} (bytes) span more than 2**31 elements within one item, "
                             f"past the kernel's 32-bit offsets; pass a contiguous bias (bias.copy())")
-    span = (sum((d - 1) * abs(s) for d, s in zip(c_shape, strides)) + 1) * vc.element_size
+    span = 0 if empty or 0 in c_shape else \
+        (sum((d - 1) * abs(s) for d, s in zip(c_shape, strides)) + 1) * vc.element_size
     if vc.span_bytes and ptr < vc.ptr + vc.span_bytes and vc.ptr < ptr + span:
         raise ArgumentError("bias overlaps C in memory; C is written while the bias is read, "
                             "pass a separate bias (bias.copy())")
