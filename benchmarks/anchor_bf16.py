@@ -1,32 +1,34 @@
-"""Issue 19's bfloat16 case in one run: blasdx's register-accumulator block GEMM (wgmma on an
-sm_90 GPU) against cuBLASDx's register API (v3), as ../shared/bench/side_by_side.py measures
-them (200 repeats of the block GEMM on shared-memory operands, the same grid), for cases the
-harness lacks. The harness is imported from .anchors/ (the copy its README asks for), with
-bfloat16 added to its type names; nothing of it is copied here.
+"""blasdx's register-accumulator block GEMM against cuBLASDx v3's on cases the anchor harness lacks
+(bfloat16), measured the harness's way: its kernels, timer and grid are imported from it, with
+bfloat16 added to its type names, so that nothing of it is copied here.
 
-    python3 benchmarks/anchor_bf16.py --compile-only .cubins   # on the CPU machine (cuBLASDx: ~50 s a case)
-    python3 benchmarks/anchor_bf16.py --cubins .cubins         # on the GPU machine (carry .cubins)
+    python3 benchmarks/anchor_bf16.py --compile-only .cubins [--anchors .anchors]   # no GPU needed
+    python3 benchmarks/anchor_bf16.py [--cubins .cubins] [--anchors .anchors]       # on the GPU
 
-Without --cubins the cuBLASDx kernels compile on the GPU machine. Needs .anchors/ and the
-nvidia-mathdx wheel in .whl/.
+Without --cubins the cuBLASDx kernels compile first (about a minute a case); the harness reads the
+nvidia-mathdx wheel from .whl/.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from ab import ANCHORS, anchor_module, report
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, ".anchors"))
-import side_by_side as harness  # noqa: E402 - the anchor harness, from .anchors/
-
-harness.CT["bf16"] = "__nv_bfloat16"
-harness.BX["bf16"] = "bfloat16"
 CASES = [(128, 128, 64, "bf16", "f32"), (64, 64, 64, "bf16", "f32"), (128, 128, 64, "f16", "f32")]
+harness = None  # the anchor harness's side_by_side module, once main() has loaded it
+
+
+def load_harness(directory) -> None:
+    """side_by_side from ``directory``, with bfloat16 among its type names."""
+    global harness
+    harness = anchor_module(directory, "side_by_side")
+    harness.CT["bf16"] = "__nv_bfloat16"
+    harness.BX["bf16"] = "bfloat16"
 
 
 def random(shape, precision: str):
@@ -93,10 +95,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--compile-only", metavar="DIR", help="compile the cuBLASDx kernels into DIR and stop")
     parser.add_argument("--cubins", metavar="DIR", help="the cuBLASDx kernels compiled before (default: compile now)")
+    parser.add_argument("--anchors", default=ANCHORS, help="the anchor harness's folder (default .anchors)")
     args = parser.parse_args()
+    load_harness(args.anchors)
     if args.compile_only:
         return compile_cublasdx(args.compile_only)
-    cubins = args.cubins or os.path.join("/tmp", "anchor_cubins")
+    cubins = args.cubins or os.path.join(tempfile.gettempdir(), "anchor_cubins")
     if not args.cubins:
         compile_cublasdx(cubins)
     import cupy as cp
@@ -104,11 +108,14 @@ def main() -> None:
     props = cp.cuda.runtime.getDeviceProperties(0)
     grid = props["multiProcessorCount"] * 16
     print(f"SUMMARY {props['name'].decode()}: block GEMM alone, TFLOP/s (register accumulators)")
+    rows = []
     for case in CASES:
         ours, instruction = blasdx_tflops(case, grid)
         theirs = cublasdx_v3_tflops(case, grid, os.path.join(cubins, cubin_name(case)))
         name = f"{case[0]}x{case[1]}x{case[2]} {case[3]}->{case[4]}"
         print(f"{name:22s} bx_reg {ours:6.1f} ({instruction})  cuBLASDx v3 {theirs:6.1f}  {ours / theirs:5.2f}x")
+        rows += [(f"{name} bx_reg", ours, "TFLOP/s"), (f"{name} cuBLASDx v3", theirs, "TFLOP/s")]
+    report(rows)
 
 
 if __name__ == "__main__":

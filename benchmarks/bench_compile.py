@@ -1,68 +1,125 @@
-"""Compile-time benchmark (CPU, no GPU): cold NVRTC compile per kernel, warm disk hit in a
-fresh process, and in-memory hit, for a dozen descriptors. Prints one table.
+"""Compile time on the CPU (no GPU): cold NVRTC, the first and later disk hits in a fresh process, and
+a memory hit, for the kernels execute() runs: Block() descriptors of every precision family, and Grid()
+ones plain and fused (TMA and, where TMA runs, cp.async). The cache lives in a fresh directory.
 
-    python benchmarks/bench_compile.py
+    python benchmarks/bench_compile.py [--kind block|grid|all]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from ab import report
 
-from tests.test_compile import MATRIX, describe  # noqa: E402  (the same dozen specs as the golden renders)
+import blasdx.compiler
+import blasdx.pipeline
+import blasdx.plan
+from blasdx import SM, Arrangement, Block, Grid, Precision, Size, Type
 
-WARM = """
-import sys, time
-sys.path.insert(0, {root!r})
-from tests.test_compile import MATRIX, describe
-descs = [describe(*s) for s in MATRIX]
-for d in descs:
-    d.plan  # plan outside the timing; finding a cached kernel needs no render
-t = time.perf_counter()
-descs[0].compile(arch=900)
-first = time.perf_counter() - t
-for d in descs[1:]:
-    d.compile(arch=900)
-print(first, (time.perf_counter() - t - first) / (len(descs) - 1), "cupy" in sys.modules)
-"""
+LAYOUTS = {"r": "row_major", "c": "col_major"}
+BLOCK_CASES = [  # size, precisions, arrangement, complex
+    ((64, 64, 64), ("float16", "float16", "float32"), "rrr", False),  # wgmma
+    ((128, 128, 64), ("float16",) * 3, "rrr", False),
+    ((32, 32, 32), ("float16",) * 3, "rcr", False),  # mma.sync
+    ((64, 64, 64), ("bfloat16", "bfloat16", "float32"), "crc", False),
+    ((64, 64, 64), ("tfloat32", "tfloat32", "float32"), "rcr", False),
+    ((128, 128, 128), ("float8_e4m3", "float8_e4m3", "float32"), "rcr", False),
+    ((64, 64, 128), ("int8", "int8", "int32"), "rcr", False),
+    ((64, 32, 128), ("int4", "uint4", "int32"), "rcr", False),
+    ((32, 64, 256), ("binary", "binary", "int32"), "rcr", False),
+    ((64, 64, 64), ("float32",) * 3, "rrr", False),  # FMA
+    ((32, 32, 32), ("float64",) * 3, "rrr", False),
+    ((32, 32, 32), ("float32",) * 3, "rrr", True),
+]
+GRID_FAMILIES = [  # precisions, complex; each 4096^3 RCR
+    (("float16", "float16", "float32"), False), (("float16",) * 3, False), (("bfloat16", "bfloat16", "float32"), False),
+    (("tfloat32", "tfloat32", "float32"), False), (("float8_e4m3", "float8_e4m3", "float32"), False),
+    (("int8", "int8", "int32"), False), (("float32",) * 3, False), (("float64",) * 3, False), (("float32",) * 3, True),
+]
+
+
+def family(precisions, is_complex: bool) -> str:
+    return ("c" if is_complex else "") + "->".join(dict.fromkeys(precisions))
+
+
+def kernels(kind: str) -> list[tuple[str, object]]:
+    """(name, compile) of every kernel: compile() compiles it for SM 900 through the default cache."""
+    out = []
+    if kind in ("block", "all"):
+        for size, precisions, arrangement, is_complex in BLOCK_CASES:
+            desc = (Size(*size) + Precision(*precisions) + Arrangement(*(LAYOUTS[x] for x in arrangement)) + SM(900)
+                    + Block())
+            desc = desc + Type("complex") if is_complex else desc
+            name = f"Block {'x'.join(map(str, size))} {family(precisions, is_complex)} {arrangement}"
+            out.append((name, lambda desc=desc: desc.compile(arch=900)))
+    if kind in ("grid", "all"):
+        for precisions, is_complex in GRID_FAMILIES:
+            desc = Size(4096, 4096, 4096) + Precision(*precisions) + Arrangement(*(LAYOUTS[x] for x in "rcr")) + SM(900) + Grid()
+            desc = desc + Type("complex") if is_complex else desc
+            tma_runs = blasdx.plan.grid_with_alignment(desc.plan, (16,) * 3).tma
+            epilogue = "negate" if is_complex else "relu" if precisions[0] == "int8" else "gelu"
+            for alignment in (16, 1) if tma_runs else (16,):  # 1: odd addresses, the cp.async kernel
+                plan = blasdx.plan.grid_with_alignment(desc.plan, (alignment,) * 3)
+                for fused in (False, True):
+                    fusion = blasdx.pipeline.fusion(desc, None, epilogue if fused else None, None, None, None, None, fused)
+                    name = (f"Grid {family(precisions, is_complex)} {'TMA' if plan.tma else 'cp.async'}"
+                            f"{f' {epilogue}+bias' if fused else ''}")
+                    out.append((name, lambda plan=plan, fusion=fusion: blasdx.pipeline.compile_for_arch(plan, 900, fusion)))
+    return out
+
+
+def seconds(compile_) -> float:
+    start = time.perf_counter()
+    compile_()
+    return time.perf_counter() - start
+
+
+def disk_hits(kind: str) -> None:
+    """In a fresh process: the first disk hit (loading NVRTC's bindings and the cache) and the mean of
+    the later ones, as JSON."""
+    compiles = [compile_ for _, compile_ in kernels(kind)]  # planned outside the timing
+    first = seconds(compiles[0])
+    later = [seconds(compile_) for compile_ in compiles[1:]]
+    print(json.dumps({"first": first, "later": statistics.mean(later) if later else first,
+                      "cupy imported": "cupy" in sys.modules}))
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as cache:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kind", choices=("block", "grid", "all"), default="all")
+    parser.add_argument("--disk-hits", action="store_true", help=argparse.SUPPRESS)  # the fresh process's part
+    args = parser.parse_args()
+    if args.disk_hits:
+        return disk_hits(args.kind)
+    with tempfile.TemporaryDirectory(prefix="blasdx-compile-") as cache:
         os.environ["BLASDX_CACHE_DIR"] = cache
-        import blasdx.compiler
-
-        cold = []
-        for spec in MATRIX:
-            desc = describe(*spec)
-            arch = max(900, desc.sm)
-            start = time.perf_counter()
-            desc.compile(arch=arch)
-            cold.append(time.perf_counter() - start)
-        desc = describe(*MATRIX[0])
-        desc.compile(arch=900)
-        n = 2000
-        start = time.perf_counter()
-        for _ in range(n):
-            desc.compile(arch=900)
-        memory = (time.perf_counter() - start) / n
-        out = subprocess.run([sys.executable, "-c", WARM.format(root=str(ROOT))], capture_output=True, text=True,
-                             check=True, env={**os.environ})
-        first, warm, cupy_imported = out.stdout.split()
-        print(f"NVRTC {'.'.join(map(str, blasdx.compiler.nvrtc_version()))}, {os.cpu_count()} cores, "
-              f"{len(MATRIX)} descriptors, sm_90")
-        print(f"cold compile: median {statistics.median(cold):.2f} s, max {max(cold):.2f} s")
-        print(f"first disk hit in a fresh process: {float(first) * 1e3:.1f} ms (CuPy imported: {cupy_imported}); "
-              f"later hits {float(warm) * 1e3:.1f} ms each")
-        print(f"in-memory hit (compile(arch=900) again): {memory * 1e6:.1f} us")
+        os.environ.pop("BLASDX_DISABLE_DISK_CACHE", None)
+        cases = kernels(args.kind)
+        warm_up = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900)
+        (warm_up + Block()).compile(arch=900)  # NVRTC's first program loads the library
+        cold = {}
+        for name, compile_ in cases:
+            cold[name] = seconds(compile_)
+            print(f"{name:44s} {cold[name]:6.2f} s", flush=True)
+        memory = statistics.median(seconds(compile_) for _, compile_ in cases for _ in range(100))
+        done = subprocess.run([sys.executable, __file__, "--kind", args.kind, "--disk-hits"], capture_output=True,
+                              text=True, check=True)
+        hits = json.loads(done.stdout)
+    print(f"\nNVRTC {'.'.join(map(str, blasdx.compiler.nvrtc_version()))}, {os.cpu_count()} cores, {len(cases)} kernels, "
+          f"sm_90")
+    print(f"cold compile: median {statistics.median(cold.values()):.2f} s, max {max(cold.values()):.2f} s")
+    print(f"disk hit in a fresh process: first {hits['first'] * 1e3:.1f} ms (CuPy imported: {hits['cupy imported']}), "
+          f"later {hits['later'] * 1e3:.1f} ms each")
+    print(f"memory hit: {memory * 1e6:.1f} us")
+    report([*((f"cold {name}", s, "s") for name, s in cold.items()), ("disk hit first", hits["first"] * 1e3, "ms"),
+            ("disk hit later", hits["later"] * 1e3, "ms"), ("memory hit", memory * 1e6, "us")])
 
 
 if __name__ == "__main__":

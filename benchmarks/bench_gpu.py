@@ -1,8 +1,6 @@
-"""GPU benchmarks of blasdx (issue 5): batched execute against the copy bandwidth and
-cupy.matmul, and execute()'s host overhead against a bare launch. One run, random data,
-correctness checked before timing, CUDA events, median of repeats. Prints one table:
-"GB/s ratio" is our GB/s over cupy.matmul's (each counting the bytes it moves), "vs
-matmul" matmul's time over ours, "vs cupy same" the time of CuPy code for our result.
+"""blasdx on one GPU against the copy bandwidth and CuPy: batched execute(), fused kernels, the
+block GEMM alone, packed precisions and execute()'s host cost. Every result is checked against
+float64 before it is timed (CUDA events, median of repeats); "GB/s ratio" counts the bytes each moves.
 
     python benchmarks/bench_gpu.py [--gib 1.0] [--out results.json]
 """
@@ -18,10 +16,10 @@ from pathlib import Path
 
 import cupy
 import numpy as np
+from ab import report
 
 import blasdx
-import blasdx.pipeline
-from blasdx import SM, Arrangement, Block, PlanOverrides, Precision, Size
+from blasdx import SM, Arrangement, Block, Precision, Size
 
 CASES = [  # (m, n, k), (a, b, c)
     ((32, 32, 32), ("float16", "float16", "float16")),
@@ -42,12 +40,6 @@ BETA_ZERO_CASES = [
     ((64, 64, 64), ("float32", "float32", "float32")),
     ((32, 32, 32), ("float64", "float64", "float64")),
 ]
-
-
-def forget_kernels() -> None:
-    """Drop every cached kernel plan, compiled and loaded kernel of this process, so that the
-    next execute() plans and compiles again (for comparing template versions)."""
-    blasdx.pipeline.clear_caches()
 
 
 def time_ms(fn, repeats=20, warmup=3) -> float:
@@ -71,11 +63,10 @@ def copy_bandwidth(nbytes: int) -> float:
     return 2 * src.nbytes / ms / 1e6  # GB/s, read + write
 
 
-def batched_case(size, prec, gib: float, beta: float = 0.5, overrides: PlanOverrides | None = None) -> dict:
+def batched_case(size, prec, gib: float, beta: float = 0.5) -> dict:
     """execute() on a batch of ``gib`` GiB against cupy.matmul alone and against what a CuPy
     user writes for the same result (matmul, then c *= beta; c += product). With beta = 0
-    execute() does not read C and moves the same bytes as cupy.matmul. ``overrides`` runs the
-    planner's variant with those choices (blasdx.pipeline.execute on its plan)."""
+    execute() does not read C and moves the same bytes as cupy.matmul."""
     m, n, k = size
     a_p, b_p, c_p = prec
     desc = Size(m, n, k) + Precision(a_p, b_p, c_p) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
@@ -86,14 +77,9 @@ def batched_case(size, prec, gib: float, beta: float = 0.5, overrides: PlanOverr
     b = cupy.random.standard_normal((batch, k, n), dtype=np.float32).astype(b_p)
     c = cupy.random.standard_normal((batch, m, n), dtype=np.float32).astype(c_p)
     c0 = c.copy()
-    if overrides is None:
-        def run(out):
-            desc.execute(a, b, out, alpha=1.0, beta=beta)
-    else:
-        plan = blasdx.pipeline.plan(desc, overrides)
+    def run(out):
+        desc.execute(a, b, out, alpha=1.0, beta=beta)
 
-        def run(out):
-            blasdx.pipeline.execute(plan, a, b, out, 1.0, beta)
     run(c)
     ref = cupy.matmul(a[:256].astype(np.float64), b[:256].astype(np.float64)) + beta * c0[:256].astype(np.float64)
     err = float(cupy.linalg.norm(c[:256].astype(np.float64) - ref) / cupy.linalg.norm(ref))
@@ -170,13 +156,13 @@ def fusion_cases(gib: float) -> list[dict]:
     return rows
 
 
-BLOCK_CASES = [  # (m, n, k), (a, b, c), threads or None (suggested); cuBLASDx TFLOP/s from issue 5
-    ((128, 128, 64), ("float16", "float16", "float16"), 128, 60.4),
-    ((64, 64, 64), ("float16", "float16", "float16"), None, 48.0),
-    ((64, 64, 64), ("float16", "float16", "float32"), None, 48.3),
-    ((32, 32, 32), ("float16", "float16", "float16"), None, 28.5),
-    ((64, 64, 64), ("float32", "float32", "float32"), None, 22.1),
-    ((32, 32, 32), ("float64", "float64", "float64"), None, 16.2),
+BLOCK_CASES = [  # (m, n, k), (a, b, c), threads or None (suggested); cuBLASDx is the anchor harness's to time
+    ((128, 128, 64), ("float16", "float16", "float16"), 128),
+    ((64, 64, 64), ("float16", "float16", "float16"), None),
+    ((64, 64, 64), ("float16", "float16", "float32"), None),
+    ((32, 32, 32), ("float16", "float16", "float16"), None),
+    ((64, 64, 64), ("float32", "float32", "float32"), None),
+    ((32, 32, 32), ("float64", "float64", "float64"), None),
 ]
 REPEAT_KERNEL = r'''
 // The block GEMM alone: A, B, C loaded into shared memory once, then C = A B + C repeated.
@@ -195,9 +181,9 @@ extern "C" __global__ void repeat_gemm(const gemm::a_t* a, const gemm::b_t* b, g
 '''
 
 
-def block_gemm_case(size, prec, threads, cublasdx_tflops, repeats=200) -> dict:
+def block_gemm_case(size, prec, threads, repeats=200) -> dict:
     """TFLOP/s of the block GEMM on data already in shared memory (suggested leading
-    dimensions, up to 8 blocks per SM), as cuBLASDx's figures in issue 5 were taken."""
+    dimensions, up to 8 blocks per SM)."""
     m, n, k = size
     base = Size(m, n, k) + Precision(*prec) + Arrangement("row_major", "row_major", "row_major") + SM(900) + Block()
     if threads:
@@ -223,8 +209,7 @@ def block_gemm_case(size, prec, threads, cublasdx_tflops, repeats=200) -> dict:
                                 shared_mem=desc.shared_memory_size), repeats=10)
     tflops = 2 * m * n * k * repeats * grid / ms / 1e9
     return {"case": f"{m}x{n}x{k} {prec[0][:1]}{prec[0][-2:]}->{prec[2][:1]}{prec[2][-2:]}",
-            "threads": desc.max_threads_per_block, "blocks/SM": per_sm, "TFLOP/s": tflops,
-            "cuBLASDx TFLOP/s": cublasdx_tflops, "ratio": tflops / cublasdx_tflops, "rel err": err}
+            "threads": desc.max_threads_per_block, "blocks/SM": per_sm, "TFLOP/s": tflops, "rel err": err}
 
 
 PACKED_SIZE = (64, 64, 256)  # the same logical GEMM in int8, int4 and binary (xor)
@@ -372,10 +357,9 @@ def main() -> None:
     for r in fused:
         print(f"fused {r['case']:24} batch {r['batch']:7d}: {r['ms']:.3f} ms, cupy chain {r['cupy ms']:.3f} ms, "
               f"{r['cupy ms'] / r['ms']:.2f}x")
-    print(f"{'block GEMM (repeat x200)':26} {'threads':>7} {'blk/SM':>6} {'TFLOP/s':>8} {'cuBLASDx':>8} {'ratio':>6}")
+    print(f"{'block GEMM (repeat x200)':26} {'threads':>7} {'blk/SM':>6} {'TFLOP/s':>8}")
     for r in blocks:
-        print(f"{r['case']:26} {r['threads']:7d} {r['blocks/SM']:6d} {r['TFLOP/s']:8.1f} "
-              f"{r['cuBLASDx TFLOP/s']:8.1f} {r['ratio']:6.2f}")
+        print(f"{r['case']:26} {r['threads']:7d} {r['blocks/SM']:6d} {r['TFLOP/s']:8.1f}")
     print(f"{'same GEMM, 3 precisions':24} {'batch':>7} {'ms':>7} {'TOPS':>7} {'vs int8':>7} "
           f"{'block TOPS':>10} {'vs int8':>7}")
     for r in packed:
@@ -383,6 +367,23 @@ def main() -> None:
               f"{r['block TOPS']:10.1f} {r['block vs int8']:6.2f}x")
     print(f"host overhead: execute {overhead['execute us']:.1f} us/call, bare launch "
           f"{overhead['bare launch us']:.1f} us/call, ratio {overhead['ratio']:.2f}x")
+    report(results_of(result))
+
+
+def results_of(result: dict) -> list[tuple[str, float, str]]:
+    """The rows ab.py compares: (case, value, unit)."""
+    rows = [("copy", result["copy GB/s"], "GB/s")]
+    for r in result["batched"]:
+        rows.append((f"batched {r['case']}", r["GB/s"], "GB/s"))
+        if r["matmul GB/s"]:
+            rows.append((f"batched {r['case']} cupy.matmul", r["matmul GB/s"], "GB/s"))
+    for r in result["fusion"]:
+        rows += [(f"fused {r['case']}", r["ms"], "ms"), (f"fused {r['case']} cupy chain", r["cupy ms"], "ms")]
+    rows += [(f"block {r['case']}", r["TFLOP/s"], "TFLOP/s") for r in result["block"]]
+    for r in result["packed"]:
+        rows += [(f"packed {r['case']} batched", r["TOPS"], "TOPS"), (f"packed {r['case']} block", r["block TOPS"], "TOPS")]
+    host = result["host"]
+    return rows + [("host execute()", host["execute us"], "us"), ("host bare launch", host["bare launch us"], "us")]
 
 
 if __name__ == "__main__":

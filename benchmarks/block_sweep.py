@@ -1,32 +1,9 @@
-"""The block GEMM of the device API over the anchor harness's 8 cases and 13 others (every
-precision family but complex, odd sizes, each arrangement; then three small tiles on more
-threads), in the harness's two kernels:
-``reg`` repeats ``multiply(sa, sb, acc)`` into register accumulators, ``smem`` repeats the
-shared-memory ``execute(alpha, sa, sb, beta, sc)``; 200 calls a block, 16 blocks an SM.
+"""The device API's block GEMM in the anchor harness's two kernels (reg: multiply() into register
+accumulators; smem: execute() on C in shared memory), 200 calls a block, 16 blocks an SM, each launch
+timed three ways (best of 5, median of 5, 50 back to back): single launches this short read far apart.
 
-With ``--base DIR`` (an earlier templates/ directory, e.g. from ``git archive REV templates``)
-both versions are rendered and timed in alternation, each round taking the best of 5 launches;
-the table gives the median of the rounds. Each launch is also timed three ways in the last round
-(best of 5, median of 5, and 50 launches back to back between two events), because single
-launches of these short kernels have read 2-4x apart between calls.
-
-    python benchmarks/block_sweep.py [--base DIR] [--rounds 3] [--pattern] [--clocks] [--anchor] [--fence] [--only REGEX] [--compile-only]
-
-``--pattern`` fills A and B as the harness's cuBLASDx kernels do (0.01 (i % 7)) instead of with
-random values; ``--clocks`` prints nvidia-smi's SM clock, power and throttle reasons after each
-case: two suspects for the disagreement between calls.
-
-``--anchor`` also times cuBLASDx v3's repeated multiply on the harness's 8 cases (compiled by the
-harness's code from .anchors/, the nvidia-mathdx wheel in .whl/) the same three ways, so that its
-ratio to blasdx's does not depend on how a single launch is timed.
-
-``--fence`` adds ``__syncwarp()`` after each repeated multiply, in blasdx's kernels and in
-cuBLASDx's: without it ptxas may hoist shared-memory loads that the repeats share out of the loop
-(cuBLASDx v3's 32^3 float16 loop holds 5 ldmatrix per 16 mma where each repeat needs 16), which no
-K loop can do, as its A and B change every step.
-
-``--compile-only`` renders and compiles every kernel for SM 900 (no GPU needed) and prints the
-compile seconds and registers a thread.
+    python benchmarks/block_sweep.py [--rounds 3] [--only REGEX] [--pattern] [--clocks] [--fence]
+        [--anchor [--anchors .anchors]] [--compile-only]
 """
 
 from __future__ import annotations
@@ -37,18 +14,14 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import numpy as np
+from ab import ANCHORS, anchor_module, report
 
-os.environ.setdefault("BLASDX_DISABLE_DISK_CACHE", "1")
-
-import blasdx  # noqa: E402
-from blasdx import SM, Arrangement, Block, BlockDim, LeadingDimension, Precision, Size  # noqa: E402
+import blasdx
+from blasdx import SM, Arrangement, Block, BlockDim, LeadingDimension, Precision, Size
 
 REPEATS = 200  # multiplies a launch
 BLOCKS_PER_SM = 16
@@ -66,7 +39,7 @@ CASES = [  # size, A/B precision, C precision, arrangement: the anchor harness's
     "32x32x32 f16 f16 rrr t128", "64x64x64 f16 f16 rrr t256", "16x16x16 f64 f64 rrr t64",
 ]
 
-# The anchor harness's kernels (../shared/bench/side_by_side.py), with the same names.
+# The anchor harness's kernels (its side_by_side.py), with the same names.
 KERNELS = {
     "reg": ("repeat_bx_reg", r"""
 extern "C" __global__ void repeat_bx_reg(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
@@ -117,18 +90,10 @@ def fenced(source: str) -> str:
     return source
 
 
-def render(desc, templates: str | None, kind: str, fence: bool = False) -> str:
-    """The harness kernel ``kind`` around ``desc``'s device source from ``templates`` (None:
-    this checkout's), ``fenced`` with ``fence``."""
-    if templates:
-        os.environ["BLASDX_TEMPLATES_DIR"] = templates
-    else:
-        os.environ.pop("BLASDX_TEMPLATES_DIR", None)
-    try:
-        kernel = KERNELS[kind][1]
-        return desc.device_source("gemm") + (fenced(kernel) if fence else kernel)
-    finally:
-        os.environ.pop("BLASDX_TEMPLATES_DIR", None)
+def render(desc, kind: str, fence: bool = False) -> str:
+    """The harness kernel ``kind`` around ``desc``'s device source, ``fenced`` with ``fence``."""
+    kernel = KERNELS[kind][1]
+    return desc.device_source("gemm") + (fenced(kernel) if fence else kernel)
 
 
 def operand(cupy, precision: str, count: int, pattern: bool):
@@ -168,20 +133,13 @@ def clocks() -> str:
     return subprocess.run(["nvidia-smi", query, "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
 
 
-def compile_only(versions: dict[str, str | None]) -> None:
+def compile_only(fence: bool) -> None:
     for case in CASES:
         desc = descriptor(case)
         for kind, (name, _) in KERNELS.items():
-            figures = []
-            for version, templates in versions.items():
-                began = time.perf_counter()
-                kernel = blasdx.compile_kernel(render(desc, templates, kind), name, sm=900)
-                seconds = time.perf_counter() - began
-                figures.append(f"{version}={seconds:.2f} s {kernel.resources.registers} regs")
-            print(f"{case:28s} {kind:5s} " + " ".join(figures), flush=True)
-
-
-ANCHORS = Path(__file__).resolve().parent.parent / ".anchors"  # ../shared/bench copied in (its README)
+            resources = blasdx.compile_kernel(render(desc, kind, fence), name, sm=900).resources
+            print(f"{case:28s} {kind:5s} {resources.registers} registers, spills {resources.spill_store_bytes}/"
+                  f"{resources.spill_load_bytes} bytes", flush=True)
 
 
 def fence_the_harness() -> None:
@@ -191,15 +149,11 @@ def fence_the_harness() -> None:
     side_by_side.SRC = fenced(side_by_side.SRC)
 
 
-def anchor_kernels(cases: list[str], fence: bool = False) -> dict[str, tuple]:
+def anchor_kernels(side_by_side, cases: list[str], fence: bool = False) -> dict[str, tuple]:
     """cuBLASDx v3's ``repeat_v3`` kernel for each of ``cases`` that the anchor harness has
     (rrr, the harness's precisions), compiled by the harness's own code in parallel (``fenced``
-    with ``fence``): case -> (cubin, seconds, log). Needs .anchors/side_by_side.py and the
-    nvidia-mathdx wheel in .whl/."""
-    if str(ANCHORS) not in sys.path:
-        sys.path.insert(0, str(ANCHORS))
-    import side_by_side
-
+    with ``fence``): case -> (cubin, seconds, log). The harness reads the nvidia-mathdx wheel
+    from .whl/."""
     side_by_side.includes()  # unpacks the headers once, before the processes that read them
     harness = {f"{m}x{n}x{k} {pa} {pc} rrr": (m, n, k, pa, pc) for m, n, k, pa, pc in side_by_side.CASES}
     wanted = [case for case in cases if case in harness]
@@ -225,29 +179,30 @@ def anchor_launch(cupy, cubin: bytes, blocks: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--base", help="an earlier templates/ directory to compare against")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--compile-only", action="store_true")
-    parser.add_argument("--fence", action="store_true", help="__syncwarp() after each repeated multiply, here and in cuBLASDx's")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="rounds over each kernel; the table gives their median")
+    parser.add_argument("--compile-only", action="store_true", help="compile each kernel for SM 900 (no GPU), print its registers")
+    parser.add_argument("--fence", action="store_true", help="__syncwarp() after each repeated multiply, here and in cuBLASDx's, so that "
+                        "ptxas cannot hoist the loads that repeats share (no K loop could)")
     parser.add_argument("--only", help="a regular expression: the cases it finds, e.g. 'i8|tf32'")
-    parser.add_argument("--pattern", action="store_true", help="A and B as 0.01 (i % 7), not random")
-    parser.add_argument("--clocks", action="store_true", help="nvidia-smi's clock and power after each case")
+    parser.add_argument("--pattern", action="store_true", help="A and B as 0.01 (i %% 7), as the harness's cuBLASDx kernels fill them")
+    parser.add_argument("--clocks", action="store_true", help="nvidia-smi's SM clock, power and throttle reasons after each case")
     parser.add_argument("--anchor", action="store_true",
-                        help="also time cuBLASDx v3's repeated multiply (the harness's 8 cases) the same three ways")
+                        help="also time cuBLASDx v3's repeated multiply on the harness's 8 cases (its kernel, compiled by its code)")
+    parser.add_argument("--anchors", default=ANCHORS, help="the anchor harness's folder, for --anchor (default .anchors)")
     args = parser.parse_args()
     if args.only:
         CASES[:] = [case for case in CASES if re.search(args.only, case)]
-    versions: dict[str, str | None] = {"base": args.base, "this": None} if args.base else {"this": None}
+    harness = anchor_module(args.anchors, "side_by_side") if args.anchor else None
     if args.compile_only:
-        compile_only(versions)
+        compile_only(args.fence)
         return
     import cupy
 
     blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * BLOCKS_PER_SM
-    anchors = anchor_kernels(CASES, args.fence) if args.anchor else {}
-    print(f"{'case':28s} kind  " + " ".join(f"{v:>8s}" for v in versions)
-          + "  ratio | last round's best / median / back to back, TFLOP/s")
+    anchors = anchor_kernels(harness, CASES, args.fence) if harness else {}
+    print(f"{'case':28s} kind  {'TFLOP/s':>8s}  last round's best / median / back to back, TFLOP/s")
+    rows = []
     for case in CASES:
         desc = descriptor(case)
         m, n, k = desc.size
@@ -258,28 +213,27 @@ def main() -> None:
         c = operand(cupy, pc, 2 * m * ldc + 2 * n * ldc, False)
         flops = 2 * m * n * k * REPEATS * blocks
         for kind, (name, _) in KERNELS.items():
-            kernels = {v: blasdx.compile_kernel(render(desc, t, kind, args.fence), name) for v, t in versions.items()}
-            rates: dict[str, list[float]] = {v: [] for v in versions}
-            last: dict[str, tuple[float, float, float]] = {}
-            arguments = (a, b, c, np.int32(REPEATS))
+            launch = functools.partial(blasdx.compile_kernel(render(desc, kind, args.fence), name), (blocks,),
+                                       desc.block_dim, (a, b, c, np.int32(REPEATS)), shared_mem=desc.shared_memory_size)
+            rates = []
             for _ in range(args.rounds):
-                for version, kernel in kernels.items():
-                    last[version] = timings(cupy, functools.partial(kernel, (blocks,), desc.block_dim, arguments,
-                                                                    shared_mem=desc.shared_memory_size))
-                    rates[version].append(flops / last[version][0] / 1e9)
-            medians = {v: statistics.median(r) for v, r in rates.items()}
-            ratio = f"{medians['this'] / medians['base']:5.2f}" if "base" in medians else "    -"
-            ways = " ".join("/".join(f"{flops / ms / 1e9:.0f}" for ms in last[v]) for v in versions)
-            print(f"{case:28s} {kind:5s} " + " ".join(f"{medians[v]:8.1f}" for v in versions) + f"  {ratio} | {ways}"
+                last = timings(cupy, launch)
+                rates.append(flops / last[0] / 1e9)
+            rows.append((f"{case} {kind}", statistics.median(rates), "TFLOP/s"))
+            ways = "/".join(f"{flops / ms / 1e9:.0f}" for ms in last)
+            print(f"{case:28s} {kind:5s} {statistics.median(rates):8.1f}  {ways}"
                   + (f" | {clocks()}" if args.clocks else ""), flush=True)
         if case in anchors:
             cubin, _, log = anchors[case]
             if cubin is None:
                 print(f"{case:28s} dx3   did not compile: {log[-200:]}", flush=True)
                 continue
-            ways = "/".join(f"{flops / ms / 1e9:.0f}" for ms in timings(cupy, anchor_launch(cupy, cubin, blocks)))
-            print(f"{case:28s} dx3   (cuBLASDx v3) best / median / back to back {ways}"
-                  + (f" | {clocks()}" if args.clocks else ""), flush=True)
+            ways_ms = timings(cupy, anchor_launch(cupy, cubin, blocks))
+            rows.append((f"{case} cuBLASDx v3", flops / ways_ms[0] / 1e9, "TFLOP/s"))
+            print(f"{case:28s} dx3   (cuBLASDx v3) best / median / back to back "
+                  + "/".join(f"{flops / ms / 1e9:.0f}" for ms in ways_ms) + (f" | {clocks()}" if args.clocks else ""),
+                  flush=True)
+    report(rows)
 
 
 if __name__ == "__main__":

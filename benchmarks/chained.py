@@ -1,10 +1,6 @@
-"""Chained block GEMMs, D = (A B) E per batch item, with the first accumulator handed to the
-second GEMM two ways: ``smem`` (each value written into the second's A in shared memory, a
-barrier, then multiply: what multiply_chained does where A cannot stay in registers) and
-``chained`` (multiply_chained, from registers where a_from_registers holds: SM 900, warpgroup
-tiles). float16 operands, float32 accumulators and D; ms per batch (median of 5 launches
-after a warm-up one, CUDA events: block_sweep.timings; median of the rounds) and the ratio
-smem / chained.
+"""Chained block GEMMs, D = (A B) E per batch item, the first accumulator handed to the second GEMM
+through shared memory (smem: written into its A, a barrier, multiply) or by multiply_chained (chained:
+from registers where a_from_registers holds); float16 in, float32 out, ms per batch, smem / chained.
 
     python benchmarks/chained.py [--batch 32768] [--rounds 3]
 """
@@ -19,6 +15,7 @@ from pathlib import Path
 
 import block_sweep
 import numpy as np
+from ab import report
 
 import blasdx
 from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size
@@ -69,15 +66,16 @@ def descriptors(m, n1, n2, k, threads, sm=900):
 
 
 def main() -> None:
-    import cupy
-
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=32768)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    import cupy
+
     rng = np.random.default_rng(0)
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     print(f"{'case':24s} {'smem ms':>8s} {'chained ms':>10s} {'ratio':>6s}  registers  max err")
+    rows = []
     for m, n1, n2, k, threads in CASES:
         first, second = descriptors(m, n1, n2, k, threads)
         source = first.device_source("g1") + second.device_source("g2") + KERNEL
@@ -106,8 +104,11 @@ def main() -> None:
             registers = "yes"
         except blasdx.CompileError:
             registers = "no"
-        print(f"{m}x{n1}x{k} -> x{n2} t{threads:<4d} {smem:8.3f} {chained:10.3f} {smem / chained:6.2f}  {registers:9s}  "
+        label = f"{m}x{n1}x{k} -> x{n2} t{threads}"
+        rows += [(f"{label} smem", smem, "ms"), (f"{label} chained", chained, "ms")]
+        print(f"{label:24s} {smem:8.3f} {chained:10.3f} {smem / chained:6.2f}  {registers:9s}  "
               f"{max(errors.values()):.1e}", flush=True)
+    report(rows)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,8 @@
-"""Throughput of blasdx.dask_gemm on 1 and 2 GPUs (dask_cuda.LocalCUDACluster, one worker
-per GPU), for a batch resident on the GPUs: ``--gib`` GiB of A, B and C per GPU, generated
-on the workers and persisted before timing. A pass over 16 GiB takes an H200 a few
-milliseconds, less than Dask takes to schedule a graph, so each timing runs ``--repeats``
-executes over the whole batch in one graph (built before the clock starts) (each C chunk reduced to a checksum in the same
-task, so C never piles up), best of ``--rounds``. Run on a machine with two GPUs:
+"""Throughput of blasdx.dask_gemm on 1 and 2 GPUs (one dask_cuda worker per GPU), on a batch made on
+the GPUs beforehand. A pass takes a GPU less time than Dask takes to schedule it, so each timing runs
+--repeats passes in one graph built before the clock starts, each C chunk reduced where it is made.
 
-    NCCL_NVLS_ENABLE=0 python benchmarks/dask_scaling.py --gib 16
+    NCCL_NVLS_ENABLE=0 python benchmarks/dask_scaling.py [--gib 16]   # on a machine with two GPUs
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast stays off
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 import numpy as np  # noqa: E402
+from ab import report  # noqa: E402
 
 import blasdx.dask_gemm as dg  # noqa: E402
 from blasdx import SM, Arrangement, Block, Precision, Size  # noqa: E402
@@ -114,7 +112,7 @@ def measure(gpus: int, gib: float, rounds: int, repeats: int, chunks_per_gpu: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gib", type=float, default=16.0, help="GiB of A, B and C per GPU")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=60, help="executes over the whole batch per timing")
@@ -125,6 +123,7 @@ def main() -> None:
         print(f"{r['gpus']} GPU(s): {r['batch']} items, {r['GiB per GPU']:.1f} GiB per GPU "
               f"(chunks of A per worker {r['chunks of A per worker']}), {r['s']:.3f} s, {r['TFLOP/s']:.1f} TFLOP/s")
     print(f"2 GPUs / 1 GPU throughput: {rows[1]['TFLOP/s'] / rows[0]['TFLOP/s']:.2f}x")
+    report([(f"{r['gpus']} GPU(s)", r["TFLOP/s"], "TFLOP/s") for r in rows])
 
 
 if __name__ == "__main__":

@@ -1,11 +1,10 @@
-"""The grid-level GEMM (Grid()) against torch.matmul (cuBLAS) in one run, on PyTorch tensors of
-random data, after warm-up, timed with CUDA events (median of --repeats): issue 20's cases
-(float16/bfloat16 4096^3 and 8192^3, odd sizes, float32 and float64 4096^3), the fused
-gelu(a @ b + bias) against torch's three kernels, and sweeps of Stages and Tile (4096^3, 8192^3 and
-4000x3000x1000).
-Every blasdx result is checked against torch (float64 for the odd sizes) before it is timed.
+"""Grid() against torch.matmul (cuBLAS) in one process, on PyTorch tensors of random data: the main
+sizes and precisions, odd and skinny sizes, the fused gelu(a @ b + bias) against torch's three
+kernels, sweeps of Stages and Tile. Each result is checked against torch before it is timed.
 
     python3 benchmarks/grid_gemm.py [--repeats 20] [--quick | --sweep-only | --sweep-fma] [--out results.json]
+    python3 benchmarks/grid_gemm.py --cases "4096x4096x4096xrcr 2048x2048x2048xrrr" [--precision float32]
+        [--epilogue gelu] [--beta 0.5] [--offset 8]
 """
 
 from __future__ import annotations
@@ -14,10 +13,15 @@ import argparse
 import json
 import statistics
 
+from ab import report
+
 import blasdx
 from blasdx import SM, Arrangement, BlockDim, Grid, Precision, Size, Stages, Tile
 
 RCR = Arrangement("row_major", "col_major", "row_major")
+LAYOUTS = {"r": "row_major", "c": "col_major"}
+# Relative error allowed against the float64 product, by precision (16-bit C rounds each value).
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}
 
 
 def timed(fn, repeats: int) -> float:
@@ -92,6 +96,45 @@ def fused_case(m, n, k, repeats, extra=()):
             "blasdx_plain_ms": plain_ms, "ratio": torch_ms / blasdx_ms}
 
 
+def chosen_case(text: str, precision: str, epilogue: str | None, beta: float, offset: int, repeats: int) -> dict:
+    """A case "MxNxKxABC" (the arrangement's letters: r row-major, c column-major) with every matrix
+    ``offset`` bytes into a buffer of its own; with ``epilogue`` a bias of n values is added and the
+    epilogue applied, with ``beta`` beta C. torch.matmul alone is the reference time, taken before and
+    after blasdx's (the faster counts)."""
+    import torch
+
+    *size, arrangement = text.split("x")
+    m, n, k = map(int, size)
+    dtype = getattr(torch, precision)
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    if offset % itemsize:
+        raise SystemExit(f"--offset {offset} is not a whole number of {precision} elements")
+
+    def matrix(rows: int, cols: int, layout: str):
+        outer, inner = (rows, cols) if layout == "r" else (cols, rows)
+        view = torch.randn(outer * inner + offset // itemsize, device="cuda", dtype=dtype)[offset // itemsize:]
+        return view.view(outer, inner) if layout == "r" else view.view(outer, inner).t()
+
+    a, b, c = matrix(m, k, arrangement[0]), matrix(k, n, arrangement[1]), matrix(m, n, arrangement[2])
+    ref = a.double() @ b.double() + beta * c.double()
+    extra: dict = {"beta": beta} if beta else {}
+    if epilogue:
+        bias = torch.randn(n, device="cuda", dtype=dtype)
+        extra.update(bias=bias, epilogue=epilogue)
+        ref = getattr(torch.nn.functional, epilogue)(ref + bias.double())
+    desc = Size(m, n, k) + Precision(precision) + Arrangement(*(LAYOUTS[x] for x in arrangement)) + SM(900) + Grid()
+    desc.execute(a, b, c, **extra)
+    check(c, ref, text, TOLERANCE[precision])
+    out = torch.empty(m, n, device="cuda", dtype=dtype)
+    before = timed(lambda: torch.matmul(a, b, out=out), repeats)
+    blasdx_ms = timed(lambda: desc.execute(a, b, c, **extra), repeats)
+    torch_ms = min(before, timed(lambda: torch.matmul(a, b, out=out), repeats))
+    flops = 2 * m * n * k
+    what = "".join([f" {epilogue}+bias" if epilogue else "", f" beta {beta}" if beta else "", f" +{offset}B" if offset else ""])
+    return {"case": f"{text} {precision}{what}", "tile": "x".join(map(str, desc.tile)), "stages": desc.stages,
+            "blasdx_TFLOPs": flops / blasdx_ms / 1e9, "torch_TFLOPs": flops / torch_ms / 1e9, "ratio": torch_ms / blasdx_ms}
+
+
 # Tiles small enough for two blocks of the TMA kernel on an SM (GridPlan.blocks_per_sm).
 TWO_BLOCKS_A_SM = [(Tile(64, 128, 64), BlockDim(128), Stages(3)), (Tile(128, 64, 64), BlockDim(128), Stages(4))]
 
@@ -99,10 +142,16 @@ TWO_BLOCKS_A_SM = [(Tile(64, 128, 64), BlockDim(128), Stages(3)), (Tile(128, 64,
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="issue 20's main cases only")
+    parser.add_argument("--quick", action="store_true", help="the main cases only")
     parser.add_argument("--sweep-only", action="store_true", help="the Stages and Tile sweep (4096^3, 8192^3, 4000x3000x1000) only")
     parser.add_argument("--sweep-fma", action="store_true",
                         help="a Tile and BlockDim sweep of float32 (FMA) and float64 (DMMA) 4096^3 only")
+    parser.add_argument("--cases", help="only these cases, MxNxKxABC (ABC: r row-major, c column-major)")
+    parser.add_argument("--precision", default="float16", help="of --cases (default float16)")
+    parser.add_argument("--epilogue", help="of --cases: a bias and this epilogue (gelu, relu, ...)")
+    parser.add_argument("--beta", type=float, default=0.0, help="of --cases")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="of --cases: A, B and C this many bytes past a 16-byte boundary (the cp.async kernel)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     import torch
@@ -110,6 +159,11 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 is float32 on both sides
     r = args.repeats
     rows = []
+
+    def add(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
     f16f32, bf16f32, f16 = ("float16", "float16", "float32"), ("bfloat16", "bfloat16", "float32"), ("float16",) * 3
     cases = [(4096, 4096, 4096, f16f32), (8192, 8192, 8192, f16f32), (4096, 4096, 4096, bf16f32),
              (8192, 8192, 8192, bf16f32), (4096, 4096, 4096, f16), (4000, 3000, 1000, f16), (1000, 1000, 4096, f16),
@@ -120,32 +174,31 @@ def main() -> None:
                   (3001, 2999, 997, bf16f32), (16384, 256, 4096, f16),
                   # odd leading dimensions (rows off 4-byte boundaries: shifted 16-byte copies)
                   (4096, 4096, 4095, f16f32), (1000, 1000, 4095, f16f32), (8191, 8191, 8191, f16f32)]
+    main_cases = not (args.cases or args.sweep_only or args.sweep_fma)
+    for text in args.cases.split() if args.cases else []:
+        add(chosen_case(text, args.precision, args.epilogue, args.beta, args.offset, r))
     if args.sweep_fma:
         for prec in [("float32",) * 3, ("float64",) * 3]:
             for tile in [(64, 64, 16), (128, 64, 16), (128, 128, 16), (128, 128, 8), (64, 64, 32), (128, 64, 32)]:
                 for threads in [(), (BlockDim(128),), (BlockDim(256),)]:
-                    rows.append(gemm_case(4096, 4096, 4096, prec, r, (Tile(*tile), *threads)))
-                    print(json.dumps(rows[-1]), flush=True)
-    for m, n, k, prec in [] if args.sweep_only or args.sweep_fma else cases:
-        rows.append(gemm_case(m, n, k, prec, r))
-        print(json.dumps(rows[-1]), flush=True)
-    for m, n, k in [] if args.sweep_only or args.sweep_fma else [(4096, 4096, 4096), (4000, 3000, 1000)]:
-        rows.append(fused_case(m, n, k, r))
-        print(json.dumps(rows[-1]), flush=True)
-    if (not args.quick or args.sweep_only) and not args.sweep_fma:
+                    add(gemm_case(4096, 4096, 4096, prec, r, (Tile(*tile), *threads)))
+    for m, n, k, prec in cases if main_cases else []:
+        add(gemm_case(m, n, k, prec, r))
+    for m, n, k in [(4096, 4096, 4096), (4000, 3000, 1000)] if main_cases else []:
+        add(fused_case(m, n, k, r))
+    if args.sweep_only or main_cases and not args.quick:
         sweep = [(Stages(2),), (Stages(3),), (Tile(128, 256, 64),), (Tile(256, 128, 32), Stages(6)),
                  (Tile(128, 128, 64),), (Tile(128, 128, 64), Stages(6)), (Tile(128, 128, 64), BlockDim(128)),
                  (Tile(128, 256, 64), BlockDim(256), Stages(3)), (Tile(128, 256, 64), BlockDim(256), Stages(4)),
                  (Tile(256, 128, 64), BlockDim(256)), (Tile(256, 128, 64), BlockDim(256), Stages(3)),
                  (Tile(128, 192, 64), BlockDim(256)), TWO_BLOCKS_A_SM[0], TWO_BLOCKS_A_SM[1]]
         for size in [(4096, 4096, 4096), (8192, 8192, 8192), (4000, 3000, 1000)]:
-            for extra in [()] + sweep:
-                rows.append(gemm_case(*size, f16f32, r, extra))
-                print(json.dumps(rows[-1]), flush=True)
+            planned = [] if main_cases and (*size, f16f32) in cases else [()]  # the planner's choice, once
+            for extra in planned + sweep:
+                add(gemm_case(*size, f16f32, r, extra))
         for m, n, k in [(4096, 4096, 4096), (4000, 3000, 1000)]:
             for extra in [(Tile(128, 256, 64),), (Tile(128, 128, 64), BlockDim(128)), *TWO_BLOCKS_A_SM]:
-                rows.append(fused_case(m, n, k, r, extra))
-                print(json.dumps(rows[-1]), flush=True)
+                add(fused_case(m, n, k, r, extra))
     name = torch.cuda.get_device_name()
     print(f"\nSUMMARY {name}, blasdx {blasdx.__version__}: grid-level GEMM vs torch.matmul (TFLOP/s, ratio = torch time / "
           f"blasdx time)")
@@ -159,6 +212,19 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"device": name, "rows": rows}, f, indent=1)
+    report(results_of(rows))
+
+
+def results_of(rows: list[dict]) -> list[tuple[str, float, str]]:
+    """The rows ab.py compares: (case, value, unit)."""
+    out = []
+    for row in rows:
+        if "blasdx_TFLOPs" in row:
+            out += [(row["case"], row["blasdx_TFLOPs"], "TFLOP/s"), (f"{row['case']} torch.matmul", row["torch_TFLOPs"], "TFLOP/s")]
+        else:
+            out += [(row["case"], row["blasdx_ms"], "ms"), (f"{row['case']} plain", row["blasdx_plain_ms"], "ms"),
+                    (f"{row['case']} torch", row["torch_ms"], "ms")]
+    return out
 
 
 if __name__ == "__main__":

@@ -1,19 +1,11 @@
-"""Batched execute() against Triton without the anchor harness's selection effect.
-
-`.anchors/peers_triton.py` times each of its 12 Triton configurations once (per call, median of
-10) and keeps the fastest reading: a best of 12 noisy readings against blasdx's best of 2 (torch
-tensors, CuPy views). Here Triton's configuration is chosen the same way, then timed again in
---rounds fresh rounds that alternate with blasdx's two calls, each reading the harness's way (per
-call, median of 20), so that the chosen configuration's lucky reading does not count. Each round
-also times all three with launches back to back (kernel time without the host's launch gap).
-
-Needs the anchor harness in the checkout (its Triton kernel, cases and timer are imported, not
-copied): copy ../shared/bench to .anchors/ as its README says, then on the GPU machine
+"""Batched execute() against Triton without the anchor harness's selection effect: peers_triton.py keeps
+the best of 12 noisy readings of its Triton configurations, so here the configuration it would choose
+is timed again in fresh rounds alternating with blasdx (per call, and launches back to back).
 
     python3 benchmarks/triton_rounds.py [--rounds 8] [--anchors .anchors]
 
-Prints one line a case (the harness's 8 batched cases, beta 0.5, then its fused relu(A@B + bias)):
-the ratio is Triton's time over the better blasdx call's, per round (above 1: blasdx faster).
+One line a case (the harness's batched cases, beta 0.5, then its fused relu(A@B + bias)); the ratio
+is Triton's time over the better blasdx call's (above 1: blasdx faster).
 """
 
 from __future__ import annotations
@@ -22,8 +14,9 @@ import argparse
 import itertools
 import os
 import statistics
-import sys
 import tempfile
+
+from ab import ANCHORS, anchor_module, report
 
 
 def back_to_back(fn, launches: int = 20) -> float:
@@ -40,14 +33,16 @@ def back_to_back(fn, launches: int = 20) -> float:
     return cp.cuda.get_elapsed_time(start, end) / launches
 
 
-def measure_case(m: int, n: int, k: int, pa: str, pc: str, fused: bool, rounds: int) -> str:
-    """One case's line: Triton's configuration chosen the harness's way, then ``rounds`` rounds."""
+def measure_case(harness, m: int, n: int, k: int, pa: str, pc: str, fused: bool, rounds: int) -> tuple[list, str]:
+    """One case's line and its (case, value, unit) rows: Triton's configuration chosen the harness's
+    way, then ``rounds`` rounds."""
     import cupy as cp
     import torch
     import triton
-    from peers_triton import bgemm, timed  # the harness's own kernel and per-call timer
 
     from blasdx import SM, Arrangement, Block, Precision, Size
+
+    bgemm, timed = harness.bgemm, harness.timed  # the harness's own kernel and per-call timer
 
     torch_dtype = {"f16": torch.float16, "f32": torch.float32, "f64": torch.float64}
     precision = {"f16": "float16", "f32": "float32", "f64": "float64"}
@@ -96,7 +91,10 @@ def measure_case(m: int, n: int, k: int, pa: str, pc: str, fused: bool, rounds: 
     median = {name: statistics.median(values) for name, values in per_call.items()}
     kernel_ratio = statistics.median(t / x for t, x in zip(kernel["triton"], kernel["blasdx"]))
     label = f"{m}x{n}x{k} {pa}->{pc}{' fused' if fused else ''}"
-    return (f"{label:24s} Triton {chosen[1]} (chosen at {chosen[0]:.4f}): blasdx torch {median['torch']:.4f}, CuPy "
+    rows = [(f"{label} blasdx", min(median["torch"], median["cupy"]), "ms"), (f"{label} triton", median["triton"], "ms"),
+            (f"{label} blasdx back to back", statistics.median(kernel["blasdx"]), "ms"),
+            (f"{label} triton back to back", statistics.median(kernel["triton"]), "ms")]
+    return rows, (f"{label:24s} Triton {chosen[1]} (chosen at {chosen[0]:.4f}): blasdx torch {median['torch']:.4f}, CuPy "
             f"{median['cupy']:.4f}, Triton {median['triton']:.4f}; ratio {statistics.median(ratios):.3f} "
             f"({min(ratios):.3f}-{max(ratios):.3f}), blasdx ahead in {sum(r >= 1 for r in ratios)}/{rounds}; "
             f"back to back {statistics.median(kernel['blasdx']):.4f} / {statistics.median(kernel['triton']):.4f} "
@@ -106,19 +104,22 @@ def measure_case(m: int, n: int, k: int, pa: str, pc: str, fused: bool, rounds: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--anchors", default=".anchors", help="the folder holding peers_triton.py")
+    parser.add_argument("--anchors", default=ANCHORS, help="the anchor harness's folder (default .anchors)")
     args = parser.parse_args()
-    os.environ["BLASDX_CACHE_DIR"] = tempfile.mkdtemp(prefix="bx")
-    sys.path.insert(0, args.anchors)
+    harness = anchor_module(args.anchors, "peers_triton")
+    os.environ.setdefault("BLASDX_CACHE_DIR", tempfile.mkdtemp(prefix="bx"))  # a cache of its own, unless ab.py gave one
     import torch
     import triton
-    from peers_triton import CASES
 
     print(f"{torch.cuda.get_device_name()}, Triton {triton.__version__}, {args.rounds} rounds; ms per call, medians over "
           "the rounds; ratio = Triton's chosen configuration / the better blasdx call", flush=True)
-    for m, n, k, pa, pc, *fused in CASES + [(64, 64, 64, "f16", "f32", "fused")]:
-        print(measure_case(m, n, k, pa, pc, bool(fused), args.rounds), flush=True)
+    results = []
+    for m, n, k, pa, pc, *fused in harness.CASES + [(64, 64, 64, "f16", "f32", "fused")]:
+        rows, line = measure_case(harness, m, n, k, pa, pc, bool(fused), args.rounds)
+        results += rows
+        print(line, flush=True)
         torch.cuda.empty_cache()
+    report(results)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,8 @@
-"""wgmma against mma.sync on one sm_90 GPU, in one run: the block GEMM alone (register
-accumulators: ``multiply`` 200 times on shared-memory A and B, the grid of
-../shared/bench/side_by_side.py) and the batched execute() over ~1 GiB, for each shape
-with the planner's choice (wgmma, whose swizzled layouts need no padding), with
-InstructionFamily('mma') and the suggested (padded) leading dimensions, and, for wgmma,
-with each other number of warpgroups that fits.
+"""wgmma against mma.sync on one sm_90 GPU, per shape: the block GEMM alone (multiply() 200 times into
+register accumulators, 16 blocks an SM) and batched execute() on 1 GiB, as planned (wgmma), with
+InstructionFamily('mma') on padded leading dimensions, and on each other warpgroup count.
 
-    python benchmarks/wgmma_sweep.py [--out results.json]
+    python benchmarks/wgmma_sweep.py [--only PRECISION] [--out results.json]
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ import json
 
 import cupy as cp
 import numpy as np
+from ab import report
 from bench_gpu import time_ms
 
 import blasdx
@@ -93,7 +91,7 @@ def batched_gbps(desc) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None)
     parser.add_argument("--only", default=None, help="the shapes whose A/B precision is this")
     args = parser.parse_args()
@@ -132,6 +130,12 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)
+    results = []
+    for r in rows:
+        results += [(f"{r['case']} reg", r["reg_TFLOPs"], "TFLOP/s"), (f"{r['case']} mma reg", r["mma_reg_TFLOPs"], "TFLOP/s"),
+                    (f"{r['case']} batched", r["batched_GBps"], "GB/s"), (f"{r['case']} mma batched", r["mma_batched_GBps"], "GB/s")]
+        results += [(f"{r['case']} reg t{key[12:]}", value, "TFLOP/s") for key, value in r.items() if key.startswith("reg_TFLOPs_t")]
+    report(results)
 
 
 if __name__ == "__main__":
