@@ -46,6 +46,10 @@ def accepted_sms() -> tuple[int, ...]:
 
 # cp.async (global -> shared copies that bypass registers) exists from SM 80.
 CP_ASYNC_MIN_SM = 800
+# The tensor memory accelerator (cp.async.bulk.tensor, with mbarriers and clusters) from SM 90.
+TMA_MIN_SM = 900
+# stmatrix (a warp's fragments to shared memory, 16 bytes a lane) from SM 90.
+STMATRIX_MIN_SM = 900
 # Packed operands: mma.sync m8n8k32 .s4/.u4 and m8n8k128 .b1 .xor.popc from SM 75 (every
 # supported SM); .and.popc from SM 80.
 BIT_AND_MIN_SM = 800

@@ -34,14 +34,11 @@ from .runtime.device import cupy_module
 
 __all__ = ["execute"]
 
-# C stored as raw bits where CuPy has no dtype for the precision (as execute() takes them).
-_RAW_STORAGE = {"bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}
-
-
 def _c_dtype(desc: Descriptor) -> np.dtype:
     """The dtype of a new C chunk: C's precision, complex64/128 for complex float32/64."""
     precision = desc.precision.c
-    name = _RAW_STORAGE.get(precision, PRECISIONS[precision].numpy_name)
+    info = PRECISIONS[precision]
+    name = info.raw_name or info.numpy_name  # raw bits where CuPy has no dtype (as execute() takes them)
     if desc.is_complex:
         if name not in ("float32", "float64"):
             raise ArgumentError(f"blasdx.dask_gemm makes C chunks as complex64/complex128 only; for complex "

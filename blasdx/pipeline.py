@@ -91,7 +91,7 @@ def plan_of(desc: Descriptor) -> GemmPlan | GridPlan:
 
 
 def explain(desc: Descriptor, width: int = explaining.WIDTH) -> str:
-    return explaining.explain(desc, width)
+    return explaining.explain(desc, desc.plan if desc.is_executable else None, width)
 
 
 # Fusions of hooks given as names, expressions or Hook values (and None), by (hooks, has_bias,

@@ -97,8 +97,9 @@ CASES = [
      DescriptorError, r"A element size \(16 bytes\)"),
     # 8. SM
     ("sm 86", lambda: SM(86), DescriptorError, r"did you mean SM\(860\)\?"),
-    ("sm 500", lambda: SM(500), DescriptorError,
-     rf"must be one of {re.escape(str(list(blasdx.arch.accepted_sms())))}, got 500$"),
+    ("sm 500", lambda: SM(500), DescriptorError,  # NVRTC 12 still targets SM 500 (Maxwell), and says so; 13 does not
+     rf"must be one of {re.escape(str(list(blasdx.arch.accepted_sms())))}, got 500"
+     r"( \(the installed NVRTC targets it, but blasdx has no facts for it yet\))?$"),
     ("sm 700", lambda: SM(700), DescriptorError, r"got 700 \(Volta and Xavier: blasdx, like cuBLASDx 0.7, does not"),
     ("sm as a string", lambda: SM("sm_90"), DescriptorError,
      r"must be an int such as 900 \(sm_90\), got the string 'sm_90'; did you mean SM\(900\)\?"),

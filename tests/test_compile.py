@@ -423,3 +423,31 @@ def test_the_measured_kernels_do_not_spill(desc, fused):
     fusion = blasdx.pipeline.fusion(desc, None, "gelu" if fused else None, None, None, None, None, fused)
     resources = blasdx.pipeline.compile_for_arch(plan, 900, fusion).resources
     assert resources is not None and not resources.spills, resources
+
+
+# The kernels execute() launches on 16-byte aligned arrays (CuPy's and PyTorch's): a batched
+# kernel with a fused epilogue, a cp.async grid kernel and a TMA grid kernel.
+LAUNCHED_GOLDENS = {
+    "launched_batched_f16f16f32_rcr_64x64x64_sm900_bias_relu": (
+        Size(64, 64, 64) + Precision("float16", "float16", "float32") + Arrangement("row_major", "col_major", "row_major")
+        + SM(900) + Block(), "relu"),
+    "launched_grid_cp_async_f32_rrr_1000x1000x1000_sm800": (
+        Size(1000, 1000, 1000) + Precision("float32") + Arrangement("row_major", "row_major", "row_major")
+        + SM(800) + Grid(), None),
+    "launched_grid_tma_bf16f16f32_rcr_4096x4096x4096_sm900": (
+        Size(4096, 4096, 4096) + Precision("bfloat16", "bfloat16", "float32")
+        + Arrangement("row_major", "col_major", "row_major") + SM(900) + Grid(), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHED_GOLDENS))
+def test_golden_launched_kernels(name):
+    from blasdx.pipeline import fusion, kernel_source
+
+    desc, epilogue = LAUNCHED_GOLDENS[name]
+    plan = (grid_with_alignment if desc.is_grid else with_alignment)(desc.plan, (16, 16, 16))
+    assert ("tma" in name) == (desc.is_grid and plan.tma)
+    fused = fusion(desc, None, epilogue, None, None, None, None, epilogue is not None)
+    source, common = kernel_source(plan, fused), render_common()
+    assert source.startswith(common + "\n")
+    _check_golden(source[len(common) + 1:], GOLDEN_DIR / f"{name}.cu")

@@ -219,7 +219,7 @@ def test_fma_tiles_stage_c_in_shared_memory_for_hooks_column_major_and_complex_c
 
 
 def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
-    """Where it measured faster (benchmarks/ablate_grid_blocks.py): float32 FMA tiles with
+    """Where it measured faster (benchmarks/RESULTS.md, Grid() float32 FMA tiles): float32 FMA tiles with
     row-major B, or complex ones, ask ptxas for two blocks an SM and take at most three stages;
     column-major B, fewer tiles than an H100 has SMs, or stages that do not fit twice keep one."""
     def plan(arrangement, size=(4096, 4096, 4096), *more):
@@ -494,14 +494,37 @@ def test_the_float64_epilogue_writes_a_pair_of_c_in_one_store():
     """The pair path's 16-byte pairs go out as one store (store_global), and only the element
     fallback writes single values: two a pair. NVVM had written every float64 pair as two 8-byte
     stores (256 st.global.f64), and the kernel spilled 16 bytes on arrays aligned to less than 16
-    bytes. (8-byte pairs stay as written: store_global cost float32 RRR 8% there.)"""
+    bytes. (8-byte pairs stay as written: store_global cost float32 RRR 8% there.) No spill under
+    NVRTC 12.9 or 13 (CI runs both): see the test below for the former's K loop."""
     desc = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()
     for alignment in (16, 8):
         plan, ptx = _grid_kernel_at_alignment(desc, alignment)
         pairs = len(re.findall(r"st\.global\.v4\.b32", ptx))
         singles = len(re.findall(r"st\.global\.f64\b", ptx))
         assert pairs and singles == 2 * pairs, (alignment, pairs, singles)
-        assert not blasdx.pipeline.compile_for_arch(plan, 900).resources.spills
+        resources = blasdx.pipeline.compile_for_arch(plan, 900).resources
+        assert resources is not None and not resources.spills, (alignment, resources)
+
+
+@pytest.mark.compile
+def test_narrow_float64_copies_go_a_step_earlier_in_the_k_loop_under_nvrtc_12():
+    """Pipelined float64 tiles whose A or B is copied in pieces under 16 bytes (arrays aligned to 8)
+    issue the next K tile's copies after step 1 of 4 under NVRTC 12 (ptxas 12.9 spilled 16 bytes into
+    the K loop after step 2) and after step 2 under NVRTC 13; other kernels, the 16-byte one that
+    CuPy's and PyTorch's arrays take included, render as before."""
+    desc = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()
+    narrow = blasdx.plan.grid_with_alignment(desc.plan, (8,) * 3)
+    wide = blasdx.plan.grid_with_alignment(desc.plan, (16,) * 3)
+    rrr = Size(4096, 4096, 4096) + Precision("float64") + arrangement_of("rrr") + SM(900) + Grid()
+    assert narrow.tile.copies_a_step_earlier_before_nvrtc13 and not wide.tile.copies_a_step_earlier_before_nvrtc13
+    assert not rrr.plan.tile.pipelined_fragments and not rrr.plan.tile.copies_a_step_earlier_before_nvrtc13
+    assert "__CUDACC_VER_MAJOR__ < 13 ? k_steps - 3" in blasdx.pipeline.kernel_source(narrow)
+    for plan in (wide, rrr.plan):
+        assert "__CUDACC_VER_MAJOR__" not in blasdx.pipeline.kernel_source(plan)
+    # The step the installed NVRTC takes, as the compiler sees it (a float64 step of k is 8 deep).
+    step = 1 if blasdx.compiler.nvrtc_version()[0] < 13 else 2
+    probe = desc.device_source("g") + f"static_assert(g::between_k0 == {step} * 8);\nextern \"C\" __global__ void probe() {{}}\n"
+    blasdx.compile_kernel(probe, "probe", sm=900)
 
 
 @pytest.mark.compile

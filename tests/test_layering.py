@@ -5,6 +5,7 @@ benchmarks use no private blasdx names."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ PACKAGE = ROOT / "blasdx"
 # layers above it (earlier in this list), never of the layers below.
 LAYERS = [
     ("blasdx.errors", "blasdx.settings", "blasdx.version"),
-    ("blasdx.arch",),
+    ("blasdx.arch", "blasdx.tuning"),
     ("blasdx.describe",),
     ("blasdx.plan",),
     ("blasdx.codegen",),
@@ -175,3 +176,38 @@ def test_tests_and_benchmarks_use_no_private_blasdx_names():
     files = [p for folder in ("tests", "benchmarks", "examples", "scripts") for p in (ROOT / folder).rglob("*.py")]
     uses = [u for p in files for u in _private_uses(p)]
     assert not uses, "private names used:\n" + "\n".join(uses)
+
+
+def test_the_planner_reads_measured_choices_from_the_tuning_table_not_sm_literals():
+    """No comparison of an SM with a number outside arch (hardware facts) and tuning (measured
+    choices): a new SM is given its choices in one table, never inherited by '>= 900'."""
+    from blasdx.arch import SUPPORTED_SMS
+
+    sms = "|".join(str(sm) for sm in (700, 720, *SUPPORTED_SMS))
+    pattern = re.compile(rf"\b(?:sm|arch)\b\s*(?:>=|<=|==|!=|<|>)\s*(?:{sms})\b")
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name in ("arch.py", "tuning.py", "__main__.py"):  # the demo compares a GPU with its descriptor
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if pattern.search(code.replace(".sm", " sm")):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_every_supported_sm_has_its_choices_stated_or_takes_the_default_on_purpose():
+    from blasdx.arch import SUPPORTED_SMS
+    from blasdx.tuning import DEFAULT, TUNING, tuning_of
+
+    for sm in SUPPORTED_SMS:
+        assert tuning_of(sm) == TUNING.get(sm, DEFAULT)
+    assert all(sm in SUPPORTED_SMS for sm in TUNING)
+    assert tuning_of(800) == DEFAULT and tuning_of(900).plain_loads_one_item
+
+
+def test_the_planner_never_reenters_the_facade():
+    """The Descriptor (the facade) calls the pipeline; below it, planning, rendering, compiling and
+    running take plans, never descriptors' doers: only the layers above the pipeline import it."""
+    users = sorted({s for s, t, _, _ in EDGES if t == "blasdx.describe.descriptor" and not s.startswith("blasdx.describe")})
+    assert users == ["blasdx", "blasdx.dask_gemm", "blasdx.pipeline", "blasdx.pytorch"], users

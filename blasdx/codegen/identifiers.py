@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -18,7 +19,7 @@ while xor xor_eq __global__ __device__ __host__ __shared__ __constant__ __manage
 """.split())
 
 
-def is_identifier(name: object) -> bool:
+def is_identifier(name: object) -> TypeGuard[str]:
     """Whether ``name`` is spelled as a C++ identifier (it may still be a keyword)."""
     return isinstance(name, str) and IDENTIFIER.match(name) is not None
 
@@ -26,5 +27,5 @@ def is_identifier(name: object) -> bool:
 def is_declarable(name: object) -> bool:
     """Whether code may declare ``name``: an identifier, not a keyword, not reserved to the
     implementation (``__`` anywhere, or ``_`` and a capital first)."""
-    return (is_identifier(name) and name not in CPP_KEYWORDS and "__" not in name  # type: ignore[operator]
-            and not re.match(r"_[A-Z]", name))  # type: ignore[arg-type]
+    return (is_identifier(name) and name not in CPP_KEYWORDS and "__" not in name
+            and not re.match(r"_[A-Z]", name))

@@ -137,6 +137,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "fma_vector": plan.fma_vector_loads,
         "fma_pipelined": fma_pipelined,
         "pipelined_fragments": plan.pipelined_fragments,
+        "copies_a_step_earlier_before_nvrtc13": plan.copies_a_step_earlier_before_nvrtc13,
         "fma_pairs": plan.fma_thread_pairs,
         "c_in_registers": plan.c_in_registers,
         "c_staged_16_bytes": plan.c_staged_16_bytes,

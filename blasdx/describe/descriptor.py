@@ -28,6 +28,7 @@ from .traits import (
     element_sizes_of,
     extents_of,
     is_complex_of,
+    item_operators_of,
     leading_dimension_of,
     packs_of,
     padded_leading_dimension,
@@ -432,6 +433,16 @@ class Descriptor:
         self._require_grid("tile_descriptor")
         with self._about_the_tile():
             return Descriptor(tile_operators_of(self._ops), grid_tile=True)
+
+    @cached_property
+    def item_descriptor(self) -> Descriptor:
+        """Grid(): the Block() descriptor of one batch item, Size(m, n, k) + Block() with this
+        descriptor's other operators, every rule checked (a DescriptorError where one block GEMM
+        cannot hold an item); the batched kernel of its plan may run a Grid() batch."""
+        self._require_grid("item_descriptor")
+        item = Descriptor(item_operators_of(self._ops))
+        item._check_rules()
+        return item
 
     @contextmanager
     def _about_the_tile(self) -> Iterator[None]:

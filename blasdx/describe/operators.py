@@ -278,8 +278,11 @@ class TransposeMode(Operator):
             raise ValueError(f"must be 'N', 'T' or 'C', got {v!r}")
         return v  # type: ignore[return-value]
 
+    # The memory order each mode means (C: row-major, conjugated).
+    LAYOUT: ClassVar[dict[str, str]] = {"N": "col_major", "T": "row_major", "C": "row_major"}
+
     def model_post_init(self, __context: Any) -> None:
-        layout = {"N": "col_major", "T": "row_major", "C": "row_major"}
+        layout = self.LAYOUT
         warnings.warn(
             f"TransposeMode is deprecated; use Arrangement({layout[self.a]!r}, {layout[self.b]!r})"
             + (" and conjugate the data" if "C" in (self.a, self.b) else ""),

@@ -22,6 +22,7 @@ class PrecisionInfo:
     cpp_type: str  # the C++ type in generated code (the packed word for packed precisions)
     numpy_name: str  # the NumPy dtype of arrays passed to execute (storage type)
     pack: int = 1  # values per stored element: 2 for 4-bit integers, 32 for binary
+    raw_name: str = ""  # the unsigned dtype of its width that stands in where NumPy/CuPy lack its own
 
     @property
     def itemsize(self) -> int:
@@ -39,12 +40,12 @@ class PrecisionInfo:
 
 _TABLE = [
     PrecisionInfo("float16", 16, True, True, "__half", "float16"),
-    PrecisionInfo("bfloat16", 16, True, True, "__nv_bfloat16", "bfloat16"),
+    PrecisionInfo("bfloat16", 16, True, True, "__nv_bfloat16", "bfloat16", raw_name="uint16"),
     PrecisionInfo("tfloat32", 32, True, True, "float", "float32"),
     PrecisionInfo("float32", 32, True, True, "float", "float32"),
     PrecisionInfo("float64", 64, True, True, "double", "float64"),
-    PrecisionInfo("float8_e4m3", 8, True, True, "__nv_fp8_e4m3", "float8_e4m3fn"),
-    PrecisionInfo("float8_e5m2", 8, True, True, "__nv_fp8_e5m2", "float8_e5m2"),
+    PrecisionInfo("float8_e4m3", 8, True, True, "__nv_fp8_e4m3", "float8_e4m3fn", raw_name="uint8"),
+    PrecisionInfo("float8_e5m2", 8, True, True, "__nv_fp8_e5m2", "float8_e5m2", raw_name="uint8"),
     PrecisionInfo("int8", 8, False, True, "signed char", "int8"),
     PrecisionInfo("uint8", 8, False, False, "unsigned char", "uint8"),
     PrecisionInfo("int16", 16, False, True, "short", "int16"),

@@ -21,7 +21,8 @@ from ..arch import (
     choose_instruction,
     swizzle_width,
 )
-from .operators import Arrangement, Block, BlockDim, Operator, Precision, Size, Tile
+from ..tuning import tuning_of
+from .operators import Arrangement, Block, BlockDim, Operator, Precision, Size, Tile, TransposeMode
 from .precision import PRECISIONS
 
 Operators = Mapping[str, Operator]
@@ -31,7 +32,7 @@ def arrangement_of(ops: Operators) -> dict[str, str]:
     """Memory order of A, B, C: Arrangement, else TransposeMode, else the default."""
     if "TransposeMode" in ops:
         tm = ops["TransposeMode"]
-        layout = {"N": "col_major", "T": "row_major", "C": "row_major"}
+        layout = TransposeMode.LAYOUT
         return {"a": layout[tm.a], "b": layout[tm.b], "c": "col_major"}  # type: ignore[attr-defined]
     arr = ops.get("Arrangement", Arrangement())
     return {"a": arr.a, "b": arr.b, "c": arr.c}  # type: ignore[attr-defined]
@@ -318,7 +319,8 @@ def suggested_tile_of(ops: Operators) -> Tile:
         # A 64-deep float32 FMA tile shrunk under 128 x 64 (few threads) goes back to 32: its stages
         # left one block an SM (512x512x8192 RCR, 64 x 64 tiles: 0.58x -> 0.35x torch.matmul).
         k = 32
-    if wgmma is None and base.is_mma and esize == 8 and not k_major(arr) and (sm < 900 or m * n < 128 * 128):
+    if (wgmma is None and base.is_mma and esize == 8 and not k_major(arr)
+            and (not tuning_of(sm).deep_float64_tiles_any_major or m * n < 128 * 128)):
         k = min(k, 16)  # float64 where A or B is not K-major: 32 deep measured only on SM 900's 128 x 128 tiles
     return Tile(m, n, k)
 
@@ -356,6 +358,12 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     tile_ops["Size"] = Size(tile.m, tile.n, tile.k)
     choice = wgmma_choice_of(tile_ops, threads)
     return threads if choice is not None and choice.holds else None
+
+
+def item_operators_of(ops: Operators) -> dict[str, Operator]:
+    """The Block() descriptor of one batch item of a Grid() descriptor: its operators with Block()
+    in Grid()'s place."""
+    return {**{kind: op for kind, op in ops.items() if kind != "Grid"}, "Block": Block()}
 
 
 def tile_operators_of(ops: Operators) -> dict[str, Operator]:

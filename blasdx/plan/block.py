@@ -12,11 +12,12 @@ import hashlib
 import math
 from dataclasses import asdict, astuple, dataclass, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Instruction
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import arrangement_of, k_major, shared_memory_parts_of, takes_float_micro_tiles
+from ..tuning import tuning_of
 from .overrides import NO_OVERRIDES, PlanOverrides
 
 if TYPE_CHECKING:
@@ -151,11 +152,13 @@ class GemmPlan:
 
     @property
     def digest(self) -> str:
-        """8 hex digits over every field (the overrides only where any is set)."""
+        """8 hex digits over every field that makes the kernel (the overrides only where any is set;
+        not instruction_reason, explain()'s words)."""
         fields = asdict(self)
         if self.overrides.is_default:
             del fields["overrides"]
-        return hashlib.sha256(repr(fields).encode()).hexdigest()[:8]
+        del fields["instruction_reason"]
+        return digest_of(fields)
 
     @cached_property
     def fma_vector_loads(self) -> bool:
@@ -198,12 +201,30 @@ class GemmPlan:
         return self.fma_vector_loads and self.c.cpp_type == "float" and self.c.vector_bytes == 16 and along % 4 == 0
 
     @property
+    def copies_a_step_earlier_before_nvrtc13(self) -> bool:
+        """Whether the Grid() K loop's copies of a later K tile (multiply_tile's between_k0) go a
+        step earlier where NVRTC is older than 13: pipelined fragments with A or B copied in pieces
+        under 16 bytes (16 cp.async a thread and operand, not 8), where ptxas 12.9 spilled 16 bytes
+        into the K loop before the last step and ran slower there; ptxas 13 spills at neither and
+        runs that step faster (the template gives the figures)."""
+        return self.pipelined_fragments and min(self.a.vector_bytes, self.b.vector_bytes) < 16
+
+    @property
     def kernel_name(self) -> str:
-        codes = "".join(short_code(getattr(self, x).precision) for x in "abc")
-        arr = "".join(getattr(self, x).layout[0] for x in "abc")
-        kind = "c" if self.is_complex else ""
-        return (f"blasdx_gemm_sm{self.sm}_{kind}{codes}_{self.m}x{self.n}x{self.k}_{arr}"
-                f"_t{self.threads}_{self.digest}")
+        return f"{name_stem('gemm', self)}_t{self.threads}_{self.digest}"
+
+
+def digest_of(fields: dict[str, Any]) -> str:
+    """8 hex digits of a plan's fields: the end of its kernel's name."""
+    return hashlib.sha256(repr(fields).encode()).hexdigest()[:8]
+
+
+def name_stem(kind: str, plan: GemmPlan | Any) -> str:
+    """The readable start of a kernel's name (grep-able, as CUTLASS's):
+    blasdx_<kind>_sm<SM>_<c for complex><precisions>_<m>x<n>x<k>_<arrangement>."""
+    codes = "".join(short_code(getattr(plan, x).precision) for x in "abc")
+    arr = "".join(getattr(plan, x).layout[0] for x in "abc")
+    return f"blasdx_{kind}_sm{plan.sm}_{'c' if plan.is_complex else ''}{codes}_{plan.m}x{plan.n}x{plan.k}_{arr}"
 
 
 def _accumulator(precisions: dict[str, str]) -> tuple[str, str]:
@@ -298,7 +319,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         acc_regs = instr.c_values * (2 if instr.accumulator == "double" else 1)  # 32-bit registers per tile
         # float64 Grid() tiles on SM 900 (where it was measured) with A and B K-major, where each warp
         # can take 64 x 32 of the tile.
-        pipelined = (long_k_loop and desc.sm >= 900 and instr.accumulator == "double" and m * n >= warps * 64 * 32
+        pipelined = (long_k_loop and tuning_of(desc.sm).pipelined_float64_fragments and instr.accumulator == "double" and m * n >= warps * 64 * 32
                      and k_major(arrangement_of(desc.operator_map)))
         budget = PIPELINED_WARP_ACCUMULATOR_REGS if pipelined else MAX_WARP_ACCUMULATOR_REGS
         pm, pn = _warp_tile(instr, m, n, warps, acc_regs, budget)

@@ -19,10 +19,13 @@ if TYPE_CHECKING:
 WIDTH = 100
 
 
-def explain(desc: Descriptor, width: int = WIDTH) -> str:
-    """A readable account of the plan: what runs, how it is split, and why, wrapped at ``width``
-    columns (0: one line per statement)."""
-    lines = _explain_grid(desc) if desc.is_executable and desc.is_grid else _explain_block(desc)
+def explain(desc: Descriptor, plan: GemmPlan | GridPlan | None, width: int = WIDTH) -> str:
+    """A readable account of ``plan`` (the descriptor's, None where it has no Block() or Grid()):
+    what runs, how it is split, and why, wrapped at ``width`` columns (0: one line per statement)."""
+    if isinstance(plan, GridPlan):
+        lines = _explain_grid(desc, plan)
+    else:
+        lines = _explain_block(desc, plan)
     return "\n".join(_wrapped(lines, width) if width else lines)
 
 
@@ -35,16 +38,14 @@ def _wrapped(lines: list[str], width: int) -> list[str]:
     return out
 
 
-def _explain_block(desc: Descriptor) -> list[str]:
+def _explain_block(desc: Descriptor, p: GemmPlan | None) -> list[str]:
     lines = [f"blasdx GEMM: {desc!r}"]
-    if not desc.is_executable:
+    if p is None:
         instr, reason = desc.instruction_choice
         lines.append(f"instruction: {instr.name} ({reason})")
         lines.append("incomplete for a kernel: add Block() (one block GEMM) or Grid() (any size, over many blocks) "
                      "to plan threads and shared memory")
         return lines
-    p = desc.plan
-    assert isinstance(p, GemmPlan)
     m, n, k = p.m, p.n, p.k
     launched = kernel_plan(with_alignment(p, (16, 16, 16)))
     lines.append(_kernels_line(kernel_plan(p).kernel_name, launched.kernel_name, desc.alignment))
@@ -159,16 +160,14 @@ def _plain_copies_reason(p: GemmPlan, launched: GemmPlan, in_smem: tuple[MatrixP
     if not p.use_cp_async:
         return f" (SM {p.sm} has no cp.async: it came with SM 800)"
     if not launched.use_cp_async:
-        return (" (one item at a time per block: on SM 900 and newer plain loads stored to shared memory moved the "
-                "same bytes faster than cp.async)")
+        return (f" (one item at a time per block: on SM {p.sm} plain loads stored to shared memory are taken to move "
+                f"the same bytes faster than cp.async, as measured on SM 900: blasdx.tuning)")
     return " (cp.async moves 4, 8 or 16 bytes: narrower copies are plain loads)"
 
 
-def _explain_grid(desc: Descriptor) -> list[str]:
+def _explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     """explain() of a Grid() descriptor: the tiles, the K loop, the order of the blocks, and
     the block GEMM that computes each tile (its own explain())."""
-    p = desc.plan
-    assert isinstance(p, GridPlan)
     t = p.tile
     ops = desc.operator_map
     launched = grid_with_alignment(p, (16, 16, 16))
@@ -212,7 +211,7 @@ def _explain_grid(desc: Descriptor) -> list[str]:
     ]
     # The tile's instruction, its conditions and how its warps split it; its own copies,
     # shared memory and threads are the grid's, said above.
-    tile_lines = _explain_block(desc.tile_descriptor)
+    tile_lines = _explain_block(desc.tile_descriptor, t)
     keep = False
     for line in tile_lines:  # a kept line and the lines indented under it
         keep = line.startswith(_TILE_LINES) or (keep and line.startswith(" "))

@@ -12,18 +12,20 @@ in an L2-friendly order.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING
 
-from ..arch import BLOCK_RESERVED_SHARED, REGISTERS_PER_SM, shared_memory_limit
-from ..describe.descriptor import Descriptor
-from ..describe.operators import Block
-from ..describe.precision import PRECISIONS, short_code
+from ..arch import BLOCK_RESERVED_SHARED, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
+from ..describe.precision import PRECISIONS
 from ..describe.traits import GRID_MIN_TILES
 from ..errors import DescriptorError, UnsupportedError
-from .block import GemmPlan, MatrixPlan, make_plan, matrix_plan, vector_bytes_of
+from ..tuning import tuning_of
+from .block import GemmPlan, MatrixPlan, digest_of, make_plan, matrix_plan, name_stem, vector_bytes_of
 from .kernel import shared_layout
+
+if TYPE_CHECKING:
+    from ..describe.descriptor import Descriptor
 
 # Stages the planner suggests at most: 4 x 48 KiB of 256x128x64 float16 tiles fill an SM's
 # shared memory for one block (benchmarks/grid_gemm.py measures 2 to 6; 3 lose everywhere).
@@ -330,16 +332,13 @@ class GridPlan:
     def digest(self) -> str:
         fields = asdict(self)
         del fields["item_block"]  # another kernel's plan: nothing of it is in this one's code
-        return hashlib.sha256(repr(fields).encode()).hexdigest()[:8]
+        del fields["tile"]["instruction_reason"]  # explain()'s words
+        return digest_of(fields)
 
     @property
     def kernel_name(self) -> str:
-        codes = "".join(short_code(getattr(self, x).precision) for x in "abc")
-        arr = "".join(getattr(self, x).layout[0] for x in "abc")
-        kind = "c" if self.is_complex else ""
         t = self.tile
-        return (f"blasdx_grid_sm{self.sm}_{kind}{codes}_{self.m}x{self.n}x{self.k}_{arr}_tile{t.m}x{t.n}x{t.k}"
-                f"_s{self.stages}_t{self.threads}_{self.digest}")
+        return f"{name_stem('grid', self)}_tile{t.m}x{t.n}x{t.k}_s{self.stages}_t{self.threads}_{self.digest}"
 
 
 def suggested_stages(stage_bytes: int, k_tiles: int, sm: int, blocks_per_sm: int = 1) -> int:
@@ -361,7 +360,7 @@ def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: 
     loses (RCR 0.79 / 0.70, CCC 0.75 / 0.73), and so do fewer tiles (1000x1000x4096 RRR, 128
     tiles of 64x128: 0.61 / 0.54)."""
     float32 = all(x.precision == "float32" for x in (tile.a, tile.b, tile.c))
-    return (tile.sm >= 900 and not tile.instruction.is_mma and float32 and tiles >= 2 * GRID_MIN_TILES
+    return (tuning_of(tile.sm).fma_grid_two_blocks and not tile.instruction.is_mma and float32 and tiles >= 2 * GRID_MIN_TILES
             and (is_complex or b_layout == "row_major"))
 
 
@@ -405,13 +404,10 @@ def item_block_choice(desc: Descriptor) -> tuple[GemmPlan | None, str]:
     given = [kind for kind in ("Tile", "Stages", "BlockDim") if kind in desc.operator_map]
     if given:
         return None, f"{', '.join(given)} given: the grid kernel as described"
-    operators = {kind: op for kind, op in desc.operator_map.items() if kind != "Grid"}
-    operators["Block"] = Block()
     try:
-        item = Descriptor(operators).plan
+        item = make_plan(desc.item_descriptor)
     except DescriptorError as exc:  # its first clause: what the block GEMM lacks (the rest advises Block() users)
         return None, f"a batch item is more than one block GEMM holds: {str(exc).split(';')[0]}"
-    assert isinstance(item, GemmPlan)
     if not item.instruction.is_wgmma and desc.size.k > ITEM_BLOCK_MAX_K:
         return None, (f"k = {desc.size.k} is over {ITEM_BLOCK_MAX_K} on {item.instruction.name} tiles, where one "
                       f"block's whole K loop at once loses to the grid's pipelined one")
@@ -442,5 +438,5 @@ def tma_runs(plan: GridPlan, a_alignment: int, b_alignment: int) -> bool:
     on multiples of 16 bytes (``*_alignment`` says so of the pointer, the batch stride and the
     leading dimension), as the tensor maps need."""
     whole = (plan.a, plan.b)
-    return (plan.sm >= 900 and plan.tile.a.swizzle > 0 and plan.tile.b.swizzle > 0 and a_alignment >= 16
+    return (plan.sm >= TMA_MIN_SM and plan.tile.a.swizzle > 0 and plan.tile.b.swizzle > 0 and a_alignment >= 16
             and b_alignment >= 16 and all(x.ld * x.element_size % 16 == 0 and x.ld * x.element_size < 2**40 for x in whole))

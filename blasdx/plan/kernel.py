@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from ..arch import BLOCK_RESERVED_SHARED, SWIZZLE_ALIGNMENT, shared_memory_limit
+from ..arch import BLOCK_RESERVED_SHARED, STMATRIX_MIN_SM, SWIZZLE_ALIGNMENT, shared_memory_limit
 from ..describe.traits import padded_leading_dimension
 from ..errors import UnsupportedError
+from ..tuning import tuning_of
 from .block import GemmPlan, MatrixPlan, pipeline_stages
 
 
@@ -106,7 +107,8 @@ def stages_c_in_16_byte_pieces(plan: GemmPlan) -> bool:
     C row-major and 16-byte aligned with rows of whole 16-byte pieces, the tile a multiple of
     32 pieces and of two instruction tiles wide (ldmatrix.x4)."""
     c = plan.c
-    return (plan.instruction.is_mma and not plan.instruction.is_wgmma and plan.sm >= 900
+    return (plan.instruction.is_mma and not plan.instruction.is_wgmma and plan.sm >= STMATRIX_MIN_SM
+            and tuning_of(plan.sm).c_through_stmatrix
             and c.element_size == 2 and c.layout == "row_major"
             and plan.tiles == 1 and plan.m == plan.tile_m and plan.n == plan.tile_n and plan.tile_n % 16 == 0
             and c.vector_bytes >= 16 and c.ld * c.element_size % 16 == 0
@@ -191,4 +193,5 @@ def copies_asynchronously(plan: GemmPlan, stages: int) -> bool:
     64^3 float16 -> float32 1.006x, and the fused relu(A@B + bias) of peers_check's case ran
     2.1-4.3% over plain execute() with plain loads against 0.5-2.8% with cp.async); older
     SMs, not measured."""
-    return plan.use_cp_async and (stages == 2 or plan.sm < 900 or plan.is_complex or plan.instruction.is_wgmma)
+    return plan.use_cp_async and (stages == 2 or not tuning_of(plan.sm).plain_loads_one_item or plan.is_complex
+                                   or plan.instruction.is_wgmma)

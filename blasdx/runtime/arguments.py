@@ -174,7 +174,7 @@ def expected_dtypes(x: MatrixPlan, is_complex: bool) -> tuple[tuple[np.dtype, bo
 def _expected_dtypes(precision: str, is_complex: bool) -> tuple[tuple[np.dtype, bool], ...]:
     storage = PRECISIONS[precision].numpy_name
     names = [storage]
-    raw = {"bfloat16": "uint16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}.get(precision)
+    raw = PRECISIONS[precision].raw_name
     out: list[tuple[np.dtype, bool]] = []
     for name in names + ([raw] if raw else []):
         try:
