@@ -135,8 +135,7 @@ MMA_F64 = Instruction("mma_f64", 8, 8, 4, "mma.sync.aligned.m8n8k4.row.col.f64.f
                       accumulator="double", operand_bits=64, a_regs=1, b_regs=1, c_values=2,
                       fragment_type="double", fragments="f64", padding_unit=32)
 # SM 90's double-precision shapes: m16n8k8 issues as much work as four m8n8k4, which run at
-# a fraction of the tensor cores' double rate there (both are ~95% busy in Nsight Compute,
-# cuBLASDx's m16n8 block GEMM 1.7x faster). Fragments: A (g + 8 (j & 1), t + 4 (j >> 1)),
+# a fraction of the tensor cores' double rate there. Fragments: A (g + 8 (j & 1), t + 4 (j >> 1)),
 # B (t + 4 j, g), accumulators as the m16n8 shapes of the other types.
 MMA_F64_M16N8K8 = Instruction("mma_f64_m16n8k8", 16, 8, 8, "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64", 900,
                               accumulator="double", operand_bits=64, a_regs=4, b_regs=2, c_values=4,

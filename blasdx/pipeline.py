@@ -260,7 +260,7 @@ BOUND_LAUNCHES = BoundLaunches()
 def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
     """``fusion`` for the bias at hand: where the bias is the same on every row of C (its row
     stride is 0: one row of n values broadcast down C, the common bias), the kernel reads it by
-    column alone (``Fusion.bias_rows_alike``; an H100, gelu + bias at 4096^3 float16: 3% faster)."""
+    column alone (``Fusion.bias_rows_alike``), which ran faster than reading it by row and column."""
     if bias is None or bias.strides[1] != 0:
         return fusion
     return fusion.reading_bias_by_column()

@@ -219,7 +219,7 @@ def test_fma_tiles_stage_c_in_shared_memory_for_hooks_column_major_and_complex_c
 
 
 def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
-    """Where it measured faster (benchmarks/RESULTS.md, Grid() float32 FMA tiles): float32 FMA tiles with
+    """Where it measured faster (benchmarks/RESULTS.md, Grid against cuBLAS): float32 FMA tiles with
     row-major B, or complex ones, ask ptxas for two blocks an SM and take at most three stages;
     column-major B, fewer tiles than an H100 has SMs, or stages that do not fit twice keep one."""
     def plan(arrangement, size=(4096, 4096, 4096), *more):

@@ -91,10 +91,9 @@ def _matrix_context(x: MatrixPlan, use_cp_async: bool, own_kernel: bool = False)
     # the narrow one elsewhere; bytes per copy, or "shifted".
     ctx["wide_copy"] = "shifted" if x.wide_copies_shifted else x.vector_bytes
     ctx["narrow_copy"] = "shifted" if x.shifted_copies else x.element_size
-    # Whether load_x checks the pointer's alignment at run time: in a user's kernel, where the plan
-    # does not promise vector_bytes, or where the narrow copy is a plain one. A shifted narrow copy
-    # compiled in beside the wide one cost the grid kernels ~1 s of compile time; dropping the test
-    # where the narrow copy is element-wise measured float64 4096^3 0.63-0.68x against 0.71-0.84x.
+    # Whether load_x checks the pointer's alignment at run time: in a user's kernel, where the plan does not
+    # promise vector_bytes, or where the narrow copy is element-wise (dropping the test there ran float64 Grid()
+    # slower); not beside a shifted narrow copy, whose code compiled in beside the wide one cost compile time.
     ctx["pointer_check"] = not own_kernel or x.alignment < x.vector_bytes or not x.shifted_copies
     # In a user's kernel whose declared alignment (Alignment; the element's by default) keeps the
     # copies narrower than the layout allows: the width load_x takes where a run-time test finds

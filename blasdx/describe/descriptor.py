@@ -330,12 +330,11 @@ class Descriptor:
     def suggested_block_dim(self) -> XYZ:
         """wgmma (``wgmma_choice``): a warpgroup per tile, at most two (``wgmma_threads``).
         Otherwise one warp per 64 x 32 outputs (16-bit tensor cores, whose fragments load with
-        ldmatrix: an H100 measured 64^3 f16 with 64 threads at the batched rate of 128 and
-        11-12% faster as a block GEMM, 6-36% with register accumulators; RESULTS.md), per
-        32 x 32 outputs (the other tensor-core paths; float32 FMA with 4096 outputs or more,
-        where each thread computes an 8x4 micro-tile: ``takes_float_micro_tiles``) or per
-        16 x 32 outputs (the other FMA GEMMs), rounded up to whole warps, between 32 and 256
-        threads: ``(threads, 1, 1)``."""
+        ldmatrix: a warp per 32 x 32 ran no faster batched and slower as a block GEMM, in
+        benchmarks/RESULTS.md, Block GEMM against cuBLASDx), per 32 x 32 outputs (the other
+        tensor-core paths; float32 FMA with 4096 outputs or more, where each thread computes an
+        8x4 micro-tile: ``takes_float_micro_tiles``) or per 16 x 32 outputs (the other FMA
+        GEMMs), rounded up to whole warps, between 32 and 256 threads: ``(threads, 1, 1)``."""
         if self.is_grid:
             return self.tile_descriptor.suggested_block_dim
         m, n, _ = self.size

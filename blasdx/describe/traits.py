@@ -261,26 +261,20 @@ def k_major(arr: dict[str, str]) -> bool:
 
 
 def suggested_tile_of(ops: Operators) -> Tile:
-    """The block tile a Grid() descriptor suggests.
+    """The block tile a Grid() descriptor suggests (the alternatives measured: benchmarks/RESULTS.md, Grid
+    against cuBLAS and Fused epilogues).
 
     - wgmma: 256 x 128, a warpgroup per 64 rows (``grid_tile_threads``), so 64 accumulators a
-      thread. On an H100 (benchmarks/grid_gemm.py, RESULTS.md) 4096^3 float16 ran at 395-429
-      TFLOP/s, and gelu(a @ b + bias) 7-9% slower than the plain GEMM; 128 x 256 tiles of two
-      warpgroups ran at 348-460, their 128 accumulators a thread took 253 registers with the
-      fused epilogue, which ran 43% slower; 128 x 128 ran at 321-363.
+      thread: 128 x 128 ran slower, and 128 x 256's 128 accumulators a thread slowed the fused epilogue.
     - Other tensor cores: 128 x 128 (for float64 with 256 or 512 threads: ``grid_tile_threads``).
-    - FMA: 128 x 128 x 32 for float32 (256 threads, an 8x8 micro-tile each: on an H100 4096^3
-      ran at 0.79x torch.matmul, 128 x 64 x 16 at 0.56x), 128 x 128 x 64 where A and B are
-      K-major and the tile keeps 128 x 64 or more (with the pipelined FMA loop, three stages:
-      RCR 4096^3 0.797x -> 0.814x, 8192^3 0.808x -> 0.822x, 1000x1000x4096 0.715x -> 0.749x, RCC
-      0.808x -> 0.830x; 16 deep on six stages 0.75x); else 128 x 64, or 64 x 64 for 64-bit and
-      complex values.
+    - FMA: 128 x 128 x 32 for float32 (256 threads, an 8x8 micro-tile each), 128 x 128 x 64 where
+      A and B are K-major and the tile keeps 128 x 64 or more (with the pipelined FMA loop); else
+      128 x 64, or 64 x 64 for 64-bit and complex values.
     - k: rows of 128 bytes for wgmma (its widest swizzle), 64 bytes on mma.sync (32 values of
-      float64 where A is row-major and B column-major: 0.73x against 0.63x with 16; in the other
-      arrangements too on SM 900, where they take 256 threads: an H100, 4096^3, with the K loop's
-      copies among the multiply, RRR 0.713x -> 0.793x, CCR 0.767x -> 0.816x, CRC 0.784x -> 0.854x;
-      16 there before SM 900 and on tiles shrunk under 128 x 128, not measured since 32 spilled
-      on 512 threads), 16 values of the other 32-bit FMA types and 8 of the wider ones.
+      float64 where A is row-major and B column-major, and in the other arrangements on SM 900,
+      where they take 256 threads; 16 there before SM 900 and on tiles shrunk under 128 x 128, not
+      measured since 32 spilled on 512 threads), 16 values of the other 32-bit FMA types and 8 of
+      the wider ones.
 
     Each side shrinks to the problem's, rounded up to the instruction's shape (m to a multiple
     of 64 for wgmma, 16 otherwise); then, while the problem has fewer than GRID_MIN_TILES
@@ -317,7 +311,7 @@ def suggested_tile_of(ops: Operators) -> Tile:
             break
     if wgmma is None and not base.is_mma and k > 32 and m * n < 128 * 64:
         # A 64-deep float32 FMA tile shrunk under 128 x 64 (few threads) goes back to 32: its stages
-        # left one block an SM (512x512x8192 RCR, 64 x 64 tiles: 0.58x -> 0.35x torch.matmul).
+        # left one block an SM, which ran slower.
         k = 32
     if (wgmma is None and base.is_mma and esize == 8 and not k_major(arr)
             and (not tuning_of(sm).deep_float64_tiles_any_major or m * n < 128 * 128)):
@@ -336,13 +330,10 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     registers, so that the block has warps enough to hide its copies. On float64 tensor cores,
     a warp per 64 x 32 of the tile (at most 8 warps): where A and B are K-major its 128
     accumulators' K loop loads the next step's fragments while it multiplies
-    (GemmPlan.pipelined_fragments; an H100, 4096^3 RCR, the copies after the multiply: 47.1-48.1
-    TFLOP/s against 46.5-46.8 with a warp per 32 x 32 on 512 threads, the K loop rolled; 8192^3
-    48.1-48.2 against 46.4-46.6), but a warp per 32 x 32 on tiles smaller than 128 x 128 (their
-    blocks would be few warps) and before SM 900 (not measured there); in the other arrangements
-    two passes of 32 x 32 (there 512 threads' 128 registers spilled 364 bytes; 128 x 128 x 16
-    tiles on 256 threads ran at 0.69-0.74x against 0.59-0.67x). None elsewhere (the tile's own
-    suggestion)."""
+    (GemmPlan.pipelined_fragments), which outran a warp per 32 x 32, but a warp per 32 x 32 on
+    tiles smaller than 128 x 128 (their blocks would be few warps) and before SM 900 (not
+    measured there); in the other arrangements two passes of 32 x 32 (512 threads' 128
+    registers spilled there). None elsewhere (the tile's own suggestion)."""
     if "BlockDim" in ops:
         return None
     prec = precision_of(ops)

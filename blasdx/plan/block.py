@@ -174,13 +174,9 @@ class GemmPlan:
 
     @cached_property
     def k_loop_unroll(self) -> str:
-        """mma.sync: how a warp tile's K loop unrolls. "all" where it takes at most 16
-        instructions' steps of k and two steps' fragments fit in a thread's registers beside its
-        accumulators (and ~32 other values); "none" where they do not: unrolled, the compiler
-        loaded every step's fragments up front, and 128x128x32 float64 tiles on 512 threads (128
-        registers a thread) spilled 96 bytes in the K loop and ran at 0.73x torch.matmul on an
-        H100, 0.78x rolled (benchmarks/RESULTS.md, tenth session); "" (the compiler's choice)
-        past 16 steps and off mma.sync."""
+        """mma.sync: how a warp tile's K loop unrolls. "all" where it is at most 16 instruction steps of k and two
+        steps' fragments fit in a thread's registers beside its accumulators and ~32 other values; "none" where they
+        do not (unrolled, they spilled: benchmarks/RESULTS.md, Grid against cuBLAS); else "" (the compiler's choice)."""
         instr = self.instruction
         k_steps = -(-self.k // instr.k)
         if self.pipelined_fragments:
@@ -352,17 +348,15 @@ def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool)
     accumulators; where ``takes_float_micro_tiles`` (float32 A and B; m, n multiples of 8, 4),
     8x8 in a long K loop (a Grid() tile) where each thread has 64 outputs or more (n a multiple
     of 8), 8x4 where it has 32 or more; 4x4 for the rest (never larger than m x n). The batched
-    kernel's GEMMs, one K tile each, stay at 8x4: on an H100, 2048 of 128x128x32 moved 1671 GB/s
-    with 8x4 and 1507 with 8x8.
+    kernel's GEMMs, one K tile each, stay at 8x4, which moved their bytes faster than 8x8.
 
     A float micro-tile's rows come in groups of four, m / 2 apart (whole 8-row blocks would put
     the two rows of a warp's A load in the same banks), and so do its columns, except where A
     is row-major and B column-major: each of a warp's B loads then reads k along 16 columns,
     which fall in different banks only as neighbours, so the columns lie n / tile_n apart
     (group_n 1). 8x4 moves 12 16-byte shared-memory loads per 128 FMA where 4x4 moves 8 per
-    64 (benchmarks/ablate_fma.py), 8x8 16 per 256. On an H100, float32 4096^3 (row-major A,
-    column-major B) on 128x128x32 tiles of 256 threads ran 0.63x torch.matmul with 8x4 groups
-    of 4, 0.68x with group_n 1, 0.79x with 8x8 and group_n 1 (benchmarks/RESULTS.md)."""
+    64, 8x8 16 per 256; for Grid() tiles 8x8 with group_n 1 ran fastest (benchmarks/RESULTS.md,
+    Grid against cuBLAS)."""
     m, n, _ = desc.size
     if desc.is_complex or acc in ("double", "long long", "unsigned long long"):
         tile_m, tile_n = min(2, m), min(2, n)
@@ -378,11 +372,8 @@ def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool)
 def pipeline_stages(sm: int, overrides: PlanOverrides = NO_OVERRIDES) -> int:
     """Items in flight per block of the batched kernel: one. execute() launches a block per
     item (launch.bind), so a second stage, which copied a block's next item while this one's
-    GEMM ran, has no next item to copy and only halves the blocks an SM holds. On an H100 with
-    one block per item (benchmarks/RESULTS.md, ninth session) the FMA path's two stages with C
-    staged lost to one stage with C in registers wherever they differed: 32^3 float32 97.3%
-    of copy against 98.7%, 16^3 88.7 against 94.5, 32x64x16 93.5 against 97.3, complex float32
-    32^3 67.3 against 94.7. PlanOverrides(pipeline_stages=2) still builds the two-stage kernel,
+    GEMM ran, has no next item to copy and only halves the blocks an SM holds (benchmarks/RESULTS.md,
+    Batched execute). PlanOverrides(pipeline_stages=2) still builds the two-stage kernel,
     whose blocks prefetch where they loop over items (batches past the largest grid)."""
     if overrides.pipeline_stages is not None:
         return overrides.pipeline_stages if sm >= CP_ASYNC_MIN_SM else 1

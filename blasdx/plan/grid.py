@@ -30,28 +30,21 @@ if TYPE_CHECKING:
 # Stages the planner suggests at most: 4 x 48 KiB of 256x128x64 float16 tiles fill an SM's
 # shared memory for one block (benchmarks/grid_gemm.py measures 2 to 6; 3 lose everywhere).
 MAX_SUGGESTED_STAGES = 4
-# ... and for FMA tiles on two blocks an SM (fma_blocks_share_sm): complex 2048^3 RRR with 4 stages
-# read 0.44x torch.matmul, with 3 0.54x (float32 RRR 4096^3: 3 stages 0.76x, 2 stages 0.75x).
+# ... and for FMA tiles on two blocks an SM (fma_blocks_share_sm), where three stages outran four
+# (complex) and two (float32): benchmarks/RESULTS.md, Grid against cuBLAS.
 MAX_SUGGESTED_STAGES_TWO_BLOCKS = 3
 # The deepest tile whose FMA loop is pipelined (GridPlan.fma_pipelined): unrolled, 16 steps of four.
 MAX_PIPELINED_FMA_K = 64
 # Tile rows per group of the tile order: a group's tiles run column by column, so the blocks
 # running at once share rows of A and columns of B in L2.
 GROUP_M = 8
-# Batches of small problems (GridPlan.item_block): where one block GEMM holds a whole batch item,
-# the batched block kernel (a block an item, several an SM, a new item's block starting as one
-# ends) outruns the persistent grid (at most two tiles an SM, each one's epilogue waiting on C).
-# H100, batches of 512 MiB, beta 0.5, ms of the grid kernel / the block kernel (twentieth
-# session, benchmarks/RESULTS.md): 64x64x64 float16 -> float32 0.364 / 0.186, 64x64x512 0.236 /
-# 0.182, 128x128x64 float16 0.426 / 0.183, 100x70x45 float32 1.56 / 0.55, 32x32x32 float64 0.253 /
-# 0.179, 64x64x64 float32 0.261 / 0.180; but 32x32x128 float64 0.195 / 0.370 and 64x64x256 float32
-# 0.229 / 0.474, where a block's one long K step of mma.sync or FMA tiles runs unpipelined: past
-# k = ITEM_BLOCK_MAX_K, those keep the grid kernel (wgmma tiles do not).
+# Batches of small problems (GridPlan.item_block): where one block GEMM holds a batch item, the batched block
+# kernel (a new item's block starts as one ends) outruns the persistent grid, but for mma.sync and FMA tiles past
+# k = ITEM_BLOCK_MAX_K, whose one long K step it runs unpipelined: benchmarks/RESULTS.md, Grid against cuBLAS.
 ITEM_BLOCK_MAX_K = 64
 # The TMA kernel's producer warpgroup (GridPlan.tma), and the registers each of its threads keeps
-# (setmaxnreg): one thread issues the copies; the rest of the register file goes to the tile's. 24
-# (setmaxnreg's least) rather than 40 gives the 512 threads of a 256x128 tile 112 registers, not 104:
-# their spills went from 144 to 44 bytes and an H100 ran 4096^3 float16 4-6% faster.
+# (setmaxnreg): one thread issues the copies, so it keeps setmaxnreg's least and the rest of the
+# register file goes to the tile's threads (those of a 256x128 tile spilled less, and ran faster).
 PRODUCER_THREADS = 128
 PRODUCER_REGISTERS = 24
 # The most registers setmaxnreg gives a thread.
@@ -128,14 +121,9 @@ class GridPlan:
 
     @property
     def copies_between_steps(self) -> bool:
-        """Whether the cp.async K loop (without wgmma in flight) issues each K tile's copies among
-        the multiply's instructions, after the step of k before the last (mma.sync tiles:
-        multiply_between), rather than after the multiply (FMA tiles). Issued before the multiply,
-        they held every warp at the start of each K tile while the math pipe waited. On an H100
-        against after the multiply: float64 4096^3 RCR 47.1-48.1 -> 50.0-50.7 TFLOP/s. FMA tiles
-        measured +1-2% with them among their steps (float32 RCR, RCC), but the copies' code,
-        inlined in both the vector and the scalar loop, took the float32 kernel's cold compile
-        from 1.25 to 1.43 s, and ptxas spilled 676 bytes on two blocks an SM (RRR)."""
+        """Whether the cp.async K loop (no wgmma in flight) issues a K tile's copies among the multiply's steps,
+        after the step of k before the last (mma.sync tiles: multiply_between; issued first, they held the warps
+        while the math pipe waited), not after it (FMA tiles: benchmarks/RESULTS.md, Grid against cuBLAS)."""
         return self.tile.instruction.is_mma and not self.tile.instruction.is_wgmma
 
     @property
@@ -175,43 +163,23 @@ class GridPlan:
 
     @property
     def fma_c_read_ahead(self) -> int:
-        """Values of C an FMA tile's epilogue reads before it writes any (store_partial's
-        ReadAhead): 8 where a block has the SM's registers to itself and B is column-major, else 1.
-        On an H100, beta 0.5, float32, ms reading 1 -> 8 ahead, three alternating rounds (twentieth
-        session, benchmarks/RESULTS.md): 512 MiB batches of 256x256x64 RCR 0.983 -> 0.441, 100x70x200 RCR
-        1.164 -> 0.746, 4096^3 RCR 3.51 -> 3.38; but row-major B lost or held, 64x64x256 RRR 0.233 ->
-        0.254, 128x128x128 RRR 0.356 -> 0.358, and two blocks an SM (RRR 4096^3, 128 registers)
-        spilled more (40 -> 64 bytes; 3.52 -> 3.64)."""
+        """Values of C an FMA tile's epilogue reads before it writes any (store_partial's ReadAhead): 8 where a
+        block has the SM's registers to itself and B is column-major, else 1 (row-major B gained nothing from
+        reading ahead, two blocks an SM spilled more: benchmarks/RESULTS.md, Grid against cuBLAS)."""
         return 8 if self.blocks_per_sm == 1 and self.b.layout == "col_major" else 1
 
     @property
     def quads_c_read_ahead(self) -> bool:
-        """Whether the 16-bit quads epilogue (store_tile_quads) reads C a group of instruction
-        tiles ahead of its writes (c_read_group), or each quad just before it is written: the
-        latter only in a cp.async kernel (no TMA) whose threads have 128 registers or fewer (the
-        256x128 tile's 512 threads), where the group's reads spilled into the K loop (float16
-        4096^3 RCR at 8-byte alignment: 334 bytes of spill stores; 44 a quad at a time). On an
-        H100, three alternating rounds, ms, group ahead -> quad at a time there: float16 4096^3 RCR
-        1.07x (beta 0) and 1.10x (beta 0.5), RRR 1.03x and 1.06x, 4000x3000x1000 1.15x and 1.10x;
-        but where registers are plenty (cp.async kernels of 128 or 256 threads, 204-255 registers
-        used), quad at a time -> group ahead at beta 0.5: 1.04-1.21x (SM(800) 4096^3 1.04x,
-        256x256x64 x 64 1.21x; SM(900) at 8-byte alignment 1000^3 1.07x); twenty-second session,
-        benchmarks/RESULTS.md."""
+        """Whether the 16-bit quads epilogue (store_tile_quads) reads C a group of instruction tiles ahead of
+        its writes (c_read_group), not each quad just before its write: all but cp.async kernels of 128 registers
+        a thread or fewer, whose group reads spilled into the K loop (benchmarks/RESULTS.md, Grid against cuBLAS)."""
         return self.tma or self.launch_registers > 128
 
     @property
     def fma_pipelined(self) -> bool:
-        """Whether the tile's vector FMA loop (float32 micro-tiles read 16 bytes at a time) loads
-        the next four steps of k while it multiplies: where A is row-major (each load four steps
-        of one row) and a block has the SM's registers to itself. On an H100 (three interleaved
-        rounds, ratio to torch.matmul, median): float32 RCR 4096^3 0.785 -> 0.797x, 8192^3 0.777
-        -> 0.807x, 1000x1000x4096 0.641 -> 0.719x, RCC 4096^3 0.749 -> 0.808x, gelu + bias 4096^3
-        0.728 -> 0.797x; but CCC 4096^3 0.784 -> 0.765x, and on two blocks an SM (RRR, 128
-        registers) the second buffer spilled (0.763 -> 0.742x). One block pipelined against two
-        plain (fma_blocks_share_sm off for row-major A, two rounds, ``benchmarks/grid_ab.py``): RRR
-        4096^3 0.762 -> 0.772x, 8192^3 0.764 -> 0.787x, RRC 0.758 -> 0.782x, but 4000x3000x1000
-        0.754 -> 0.740x and 3001x2999x997 0.689 -> 0.664x: two blocks stay. The loop unrolls over
-        the tile's k: tiles deeper than MAX_PIPELINED_FMA_K keep the plain loop (compile time)."""
+        """Whether the tile's vector FMA loop (float32 micro-tiles read 16 bytes at a time) loads the next four
+        steps of k while it multiplies: A row-major (a load holds four steps of a row), one block an SM (on two
+        the second buffer spilled), the tile at most MAX_PIPELINED_FMA_K deep (it unrolls over k: compile time)."""
         return (self.tile.fma_vector_loads and self.blocks_per_sm == 1 and self.a.layout == "row_major"
                 and self.tile.k <= MAX_PIPELINED_FMA_K)
 
@@ -297,13 +265,9 @@ class GridPlan:
         return 2 * size if self.is_complex else size
 
     def stages_c(self, epilogue_hooks: bool) -> bool:
-        """Whether the grid kernel's epilogue stages C through shared memory (free after the K loop)
-        before it writes it (store_block_tile_staged): FMA tiles whose epilogue has hooks or a bias
-        (``epilogue_hooks``; one copy of them in a loop, not one per value: half the compile time of
-        a fused float32 kernel), or whose C is column-major or complex (a warp then writes runs of
-        C, not scattered values), where the tile fits. Measured on an H100 against writing from
-        registers, float32 4096^3: fused gelu + bias 1.09x, column-major C 1.13x, complex (2048^3)
-        1.05x; but plain row-major C 0.94x, so that keeps writing from registers."""
+        """Whether the epilogue stages C in shared memory (store_block_tile_staged) before writing it: FMA tiles
+        where it fits and ``epilogue_hooks`` (one copy of the hooks, half the compile time) or C column-major or
+        complex (a warp writes runs); plain row-major C lost (benchmarks/RESULTS.md, Grid against cuBLAS)."""
         if self.tile.instruction.is_mma or not (epilogue_hooks or self.is_complex or self.c.layout == "col_major"):
             return False
         t = self.tile
@@ -349,16 +313,9 @@ def suggested_stages(stage_bytes: int, k_tiles: int, sm: int, blocks_per_sm: int
 
 
 def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: int) -> bool:
-    """Whether the cp.async grid kernel of an FMA tile of float32 values (real or complex) asks
-    for two blocks an SM (its launch bounds halve the registers; ptxas spills a little): on SM 900
-    (where it was measured), where B is row-major or the values complex, and C has a tile for each
-    of an H100's 132 SMs at least (2 * GRID_MIN_TILES; split-K's problems have fewer).
-    benchmarks/ablate_grid_blocks.py, H100, ratio to torch.matmul with one block / two blocks of
-    three stages: float32 RRR 4096^3 0.70 / 0.76, 8192^3 0.71 / 0.77, 2048^3 0.70 / 0.76,
-    4000x3000x1000 0.68 / 0.75, 3001x2999x997 0.63 / 0.69, CRR 0.75 / 0.77, RRC 0.78 / 0.79, CRC
-    0.78 / 0.84; complex 2048^3 RRR 0.49 / 0.54, CCC 0.48 / 0.54, RCR 0.40 / 0.44. Column-major B
-    loses (RCR 0.79 / 0.70, CCC 0.75 / 0.73), and so do fewer tiles (1000x1000x4096 RRR, 128
-    tiles of 64x128: 0.61 / 0.54)."""
+    """Whether the cp.async grid kernel of a float32 FMA tile (real or complex) asks for two blocks an SM (launch
+    bounds halving the registers): where tuning says (SM 900), B is row-major or values complex, and C has at least
+    2 * GRID_MIN_TILES tiles (column-major B and fewer tiles lost: benchmarks/RESULTS.md, Grid against cuBLAS)."""
     float32 = all(x.precision == "float32" for x in (tile.a, tile.b, tile.c))
     return (tuning_of(tile.sm).fma_grid_two_blocks and not tile.instruction.is_mma and float32 and tiles >= 2 * GRID_MIN_TILES
             and (is_complex or b_layout == "row_major"))

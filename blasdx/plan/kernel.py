@@ -53,28 +53,9 @@ def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False) -> 
 
 
 def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
-    """Whether the batched kernel holds C in registers, between global memory and the
-    products, instead of staging it in shared memory (see kernel_plan).
-
-    Tensor cores, row-major C whose two neighbouring outputs of a fragment row move as one
-    aligned access:
-    - 8-byte elements (float64, int64): 16-byte pairs. Shared memory then holds A and B
-      only, so more blocks fit, and C skips the shared-memory round trip
-      (benchmarks/ablate_stages.py, H200: 32^3 f64 94-95% of copy against 92-94% staged,
-      16^3 96-97% against 95-96%).
-    - 16-bit elements, where one warp's tile is the whole of C and a row of C is at most
-      64 bytes: 32^3 f16 86-89% against 80-85% staged, 16^3 79% against 70%, 64x32x32 91%
-      against 83%. Measured, not explained: 16-bit C with 128-byte rows collapses in
-      registers (64^3 f16 43-46% against 91%, 32x64x32 81% against 90%); C split among
-      several warps gains nothing (32^3 over 4 warps 81% against 84%); float32 C lost
-      (64^3 f16 -> f32 70% against 89%). Those stay staged.
-
-    FMA: with one stage (pipeline_stages; two only where PlanOverrides asks), where a warp's
-    micro-tiles run along C's contiguous dimension (along n for row-major A, along m for
-    column-major A: the order that suits A's and B's shared-memory loads), so that its
-    accesses to C coalesce. Two stages (blocks that loop over items) stage C instead, so that
-    cp.async fetches it one item ahead (benchmarks/ablate_fma.py, H200, with blocks looping
-    over items: 32^3 f32 83-84% of copy with C staged, 80-81% in registers)."""
+    """Whether the batched kernel holds C in registers, not in shared memory (see kernel_plan): mma.sync with
+    row-major C in aligned pairs of 8-byte values, or of 16-bit ones where one warp's tile is all of C in rows of at
+    most 64 bytes (benchmarks/RESULTS.md, Batched execute); FMA on one stage, A laid out as C (accesses coalesce)."""
     c = plan.c
     pairs = c.layout == "row_major" and c.vector_bytes >= 2 * c.element_size
     if plan.overrides.c_in_registers is not None:
@@ -85,9 +66,7 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
                 f"moved {c.vector_bytes} bytes at a time); leave c_in_registers to the planner")
         return plan.overrides.c_in_registers
     if plan.instruction.is_wgmma:
-        # A warpgroup's tile stages C. In registers (PlanOverrides, H100, 1 GiB, ms staged /
-        # registers): 64^3 float16 -> float32 0.368 / 0.385 (beta 0.5), 0.250 / 0.256 (beta 0),
-        # 128x128x64 0.373 / 0.404, 64^3 float16 0.358 / 0.397 (seventeenth session).
+        # A warpgroup's tile stages C: in registers it ran slower (benchmarks/RESULTS.md, Batched execute).
         return False
     if plan.instruction.is_mma:
         if not pairs:
@@ -97,15 +76,9 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
 
 
 def stages_c_in_16_byte_pieces(plan: GemmPlan) -> bool:
-    """Whether the batched kernel, holding 16-bit C in registers (keeps_c_in_registers: one
-    warp's tile is the whole of C), moves C between global memory and the registers 16 bytes a
-    lane through a padded tile in shared memory (read back into the mma fragment layout by
-    ldmatrix, written out of it by stmatrix) instead of in 4-byte pairs, as Triton's kernels
-    do: pairs fill half of a 32-byte sector an instruction. H100, 32^3 float16 x 1 GiB, beta 0.5
-    (.probe/stm2.py): 94.1-94.6% of copy in pairs, 96.3-96.6% in 16-byte pieces (95.4-95.8% with
-    only the writes staged; C read by cp.async into the tile instead: 89.9%). SM 900 (stmatrix),
-    C row-major and 16-byte aligned with rows of whole 16-byte pieces, the tile a multiple of
-    32 pieces and of two instruction tiles wide (ldmatrix.x4)."""
+    """Whether the batched kernel's 16-bit C in registers (one warp's tile is all of C) moves 16 bytes a lane through
+    a padded tile in shared memory (ldmatrix / stmatrix), not in 4-byte pairs that fill half a 32-byte sector: SM 900
+    (tuning), C row-major in 16-byte aligned rows, the tile a multiple of 32 pieces and two instruction tiles wide."""
     c = plan.c
     return (plan.instruction.is_mma and not plan.instruction.is_wgmma and plan.sm >= STMATRIX_MIN_SM
             and tuning_of(plan.sm).c_through_stmatrix
@@ -163,15 +136,9 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
 
 
 def launch_min_blocks(kernel: GemmPlan, bias: bool) -> int:
-    """Blocks an SM the launch bounds of the batched kernel ``kernel`` (with a bias or not) ask
-    ptxas for (0: none asked): PlanOverrides.min_blocks_per_sm where given, else two for wgmma
-    tiles of 256 threads with a bias whose shared memory fits twice. ptxas then keeps a thread
-    within 128 registers, where the bias epilogue's values had taken it past them and the SM
-    to one block. H100 (NVRTC 13.0), 1 GiB, beta 0, 128x128x64 float16 -> float16 with bias +
-    relu: 181 -> 128 registers, 0.399 -> 0.321 ms (without the bias 0.259); -> float32: 134 ->
-    128, 0.301 -> 0.253 ms (0.239; seventeenth session). Not asked elsewhere: 256-thread FMA
-    tiles spill under the cap, fewer threads gain no blocks from it, more would be held under
-    128 registers."""
+    """Blocks an SM the launch bounds of the batched kernel ``kernel`` ask ptxas for (0: none): PlanOverrides'
+    min_blocks_per_sm, else two for 256-thread wgmma tiles with a bias whose shared memory fits twice (the bias had
+    left one block an SM); elsewhere caps spill or gain no block (benchmarks/RESULTS.md, Batched execute)."""
     if kernel.overrides.min_blocks_per_sm is not None:
         return kernel.overrides.min_blocks_per_sm
     per_block = kernel.kernel_shared_memory_size + BLOCK_RESERVED_SHARED
@@ -180,18 +147,8 @@ def launch_min_blocks(kernel: GemmPlan, bias: bool) -> int:
 
 
 def copies_asynchronously(plan: GemmPlan, stages: int) -> bool:
-    """Whether the batched kernel copies A, B (and a staged C) into shared memory with
-    cp.async. With two stages it must: the copies of a block's next item run on while this
-    item multiplies. With one stage every copy is waited for at once, and on SM 900 plain
-    loads into registers stored to shared memory (ld.global, st.shared) move the same bytes
-    faster. H100, 1 GiB batches, beta 0.5, GB/s, medians of four or five alternating rounds
-    (benchmarks/RESULTS.md, seventeenth session), with C's first loads ahead of A's and B's
-    (kernel.cu.j2): 16^3 float16 2610 -> 3032, 32^3 float16 2832 -> 3017, 48^3 float16 CCC
-    2661 -> 2950, 32^3 tfloat32 2618 -> 2876, 20x36x28 float32 2751 -> 2975, 64^3 float32
-    2882 -> 2991, fourteen other shapes within 1% or better. Kept: complex GEMMs (complex
-    float32 32^3 lost, 2886 -> 2606, also without C ahead); wgmma's (no gain on five shapes,
-    64^3 float16 -> float32 1.006x, and the fused relu(A@B + bias) of peers_check's case ran
-    2.1-4.3% over plain execute() with plain loads against 0.5-2.8% with cp.async); older
-    SMs, not measured."""
+    """Whether the batched kernel copies A, B (and a staged C) to shared memory by cp.async: on two stages (the next
+    item's copies run while this one multiplies), for complex and wgmma tiles, and on SMs whose tuning keeps it (on SM
+    900 one stage's plain loads stored to shared memory are faster: benchmarks/RESULTS.md, Batched execute)."""
     return plan.use_cp_async and (stages == 2 or not tuning_of(plan.sm).plain_loads_one_item or plan.is_complex
                                    or plan.instruction.is_wgmma)

@@ -167,11 +167,11 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     """The launch of ``kernel`` on checked operands. The batched kernel gets one block per item
     (up to MAX_GRID): the GPU's block scheduler then starts an item's copies the moment a block
     ends, where a persistent grid (as many blocks as the device runs at once, each looping over
-    items) moved 0.6-7.8 points of copy bandwidth less on an H100 (benchmarks/RESULTS.md, ninth
-    session). A grid GEMM's kernel is persistent: at most as many blocks as the device runs at
-    once walk the tiles (and the splits of their K loops: ``GridPlan.splits``). The argument
-    block holds every value that stays from call to call: the batch, the strides between items,
-    the bias's strides and the splits."""
+    items) moved less (benchmarks/RESULTS.md, Batched execute). A grid GEMM's kernel is
+    persistent: at most as many blocks as the device runs at once walk the tiles (and the
+    splits of their K loops: ``GridPlan.splits``). The argument block holds every value that
+    stays from call to call: the batch, the strides between items, the bias's strides and the
+    splits."""
     batch = 1 if va.batch is None else va.batch
     grid_plan = kernel.grid_plan
     tiles = batch * (1 if grid_plan is None else grid_plan.tiles)  # blocks' worth of work without split-K
