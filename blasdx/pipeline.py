@@ -16,6 +16,7 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from . import settings
@@ -37,11 +38,12 @@ from .compiler import (
 from .describe.descriptor import Descriptor
 from .errors import CompileError, DeviceError, UnsupportedError
 from .plan import (
-    GemmPlan,
-    GridPlan,
+    DescriptorPlan,
     PlanOverrides,
+    aligned_plan,
     grid_with_alignment,
     kernel_plan,
+    launched_plan,
     make_grid_plan,
     make_plan,
     with_alignment,
@@ -72,22 +74,26 @@ from .version import __version__
 # --- describe -> plan ---------------------------------------------------------------------
 
 
-def plan(desc: Descriptor, overrides: PlanOverrides | None = None) -> GemmPlan | GridPlan:
+def plan(desc: Descriptor, overrides: PlanOverrides | None = None) -> DescriptorPlan:
     """The plan of an executable descriptor, with ``overrides`` in place of the block GEMM
     planner's choices (Block() only). Without overrides it is ``desc.plan``, planned once per
     descriptor."""
     if overrides is None:
         return desc.plan
-    if desc.is_grid:
-        raise UnsupportedError("PlanOverrides fix choices of Block() descriptors; a Grid() descriptor takes its "
-                               "choices as operators (Tile, Stages, BlockDim)")
     desc.plan  # noqa: B018 - raises IncompleteDescriptorError for a descriptor that cannot run
+    if desc.execution != "Block":
+        raise UnsupportedError(f"PlanOverrides fix choices of Block() descriptors; a {desc.execution}() descriptor "
+                               f"takes its choices as operators (Tile, Stages, BlockDim)")
     return make_plan(desc, overrides)
 
 
-def plan_of(desc: Descriptor) -> GemmPlan | GridPlan:
+# The planner of each execution kind, by its operator (Descriptor.execution).
+PLANNERS: dict[str | None, Callable[[Descriptor], DescriptorPlan]] = {"Block": make_plan, "Grid": make_grid_plan}
+
+
+def plan_of(desc: Descriptor) -> DescriptorPlan:
     """The plan of an executable descriptor (its ``plan``, which calls this once)."""
-    return make_grid_plan(desc) if desc.is_grid else make_plan(desc)
+    return PLANNERS[desc.execution](desc)
 
 
 def explain(desc: Descriptor, width: int = explaining.WIDTH) -> str:
@@ -130,38 +136,24 @@ def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: 
 # --- plan -> CUDA source -----------------------------------------------------------------
 
 
-def device_source(block: GemmPlan | GridPlan, name: str = "gemm") -> str:
+def device_source(block: DescriptorPlan, name: str = "gemm") -> str:
     """The block GEMM as device code in namespace ``name`` (the descriptor's layout); for a
     Grid() descriptor, its tile's block GEMM and the pieces of its tile loop."""
-    if isinstance(block, GridPlan):
-        return render.render_grid_device_source(block, name)
-    return render.render_device_source(block, name)
+    return render.render_device_source_of(block, name)
 
 
-def launched_plan(block: GemmPlan | GridPlan) -> GemmPlan | GridPlan:
-    """The plan of the kernel that execute() launches: the batched kernel's (kernel_plan) of a
-    block GEMM, the grid plan itself of a Grid() descriptor."""
-    return block if isinstance(block, GridPlan) else kernel_plan(block)
-
-
-def _render_kernel(kernel: GemmPlan | GridPlan, name: str, fusion: Fusion) -> str:
-    if isinstance(kernel, GridPlan):
-        return render.render_grid_kernel(kernel, name, fusion)
-    return render.render_kernel(kernel, name, fusion)
-
-
-def kernel_source(block: GemmPlan | GridPlan, fusion: Fusion = NO_FUSION) -> str:
+def kernel_source(block: DescriptorPlan, fusion: Fusion = NO_FUSION) -> str:
     """The complete source of the kernel behind ``execute()``."""
     kernel = launched_plan(block)
-    return _render_kernel(kernel, kernel_name(kernel, fusion), fusion)
+    return render.render_launched(kernel, kernel_name(kernel, fusion), fusion)
 
 
 # --- source -> cubin ---------------------------------------------------------------------
 
-_compiled: dict[tuple[GemmPlan | GridPlan, int, Fusion], CompiledKernel] = {}
+_compiled: dict[tuple[DescriptorPlan, int, Fusion], CompiledKernel] = {}
 
 
-def compile_for_arch(block: GemmPlan | GridPlan, arch: int, fusion: Fusion | None = None, *,
+def compile_for_arch(block: DescriptorPlan, arch: int, fusion: Fusion | None = None, *,
                      cache: Any = None) -> CompiledKernel:
     """Render and compile the batched kernel of ``block`` (with the hooks of ``fusion``) for
     ``arch`` (as 900). With the default cache, a kernel compiled before in this process is
@@ -179,7 +171,7 @@ def compile_for_arch(block: GemmPlan | GridPlan, arch: int, fusion: Fusion | Non
     kernel = launched_plan(block)
     name = kernel_name(kernel, fusion)
     try:
-        entry = compile_source(lambda: _render_kernel(kernel, name, fusion), arch, name=name, cache=cache,
+        entry = compile_source(lambda: render.render_launched(kernel, name, fusion), arch, name=name, cache=cache,
                                metadata={"kernel_name": name}, identity=render.kernel_identity(kernel, name, fusion))
     except CompileError as exc:
         if not fusion.expressions:
@@ -191,7 +183,7 @@ def compile_for_arch(block: GemmPlan | GridPlan, arch: int, fusion: Fusion | Non
             log=exc.log, source=exc.source, options=exc.options, kernel_name=name) from None
     compiled = CompiledKernel(cubin=entry.cubin, kernel_name=name, arch=arch,
                               shared_memory_size=kernel.kernel_shared_memory_size,
-                              block_dim=block.block_dim, options=options_for(arch),
+                              block_dim=kernel.block_dim, options=options_for(arch),
                               resources=entry_resources(entry, name))
     if cache is None:
         _compiled[memo_key] = compiled
@@ -205,11 +197,11 @@ def _first_error(log: str) -> str:
 
 # --- cubin -> loaded kernel --------------------------------------------------------------
 
-_loaded: dict[tuple[GemmPlan | GridPlan, Fusion, int], Kernel] = {}
+_loaded: dict[tuple[DescriptorPlan, Fusion, int], Kernel] = {}
 _load_lock = threading.Lock()
 
 
-def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: int | None = None,
+def kernel(block: DescriptorPlan, fusion: Fusion | None = None, device_id: int | None = None,
            action: str = "execute()") -> Kernel:
     """The batched kernel of ``block`` loaded on a device (default: the current one),
     compiled for that device's architecture (the plan's SM picked the algorithm); ``action``
@@ -234,20 +226,18 @@ def kernel(block: GemmPlan | GridPlan, fusion: Fusion | None = None, device_id: 
             module, function = load_function(compiled.cubin, compiled.kernel_name, device_id,
                                              compiled.shared_memory_size)
             cupy = cupy_module()
-            if isinstance(block, GridPlan) and block.tma:
-                registers = cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function.ptr)
-                if not block.registers_balance(registers):  # its setmaxnreg.inc would wait forever
-                    raise CompileError(
-                        f"{compiled.kernel_name} starts with {registers} registers a thread, not the "
-                        f"{block.launch_registers} its register hand-over assumes; report this to blasdx")
+            launched = launched_plan(block)
+            registers = cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function.ptr)
+            if not launched.registers_balance(registers):  # a TMA kernel's setmaxnreg.inc would wait forever
+                raise CompileError(f"{compiled.kernel_name} starts with {registers} registers a thread, fewer than "
+                                   f"its register hand-over between warpgroups assumes; report this to blasdx")
             sms = cupy.cuda.Device(device_id).attributes["MultiProcessorCount"]
             per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                function.ptr, block.threads, compiled.shared_memory_size)
+                function.ptr, launched.threads, compiled.shared_memory_size)
             resident = sms * max(1, per_sm)
-            if isinstance(block, GridPlan) and block.cluster:  # clusters fill GPCs, not always every SM
-                resident = 2 * max(1, max_active_clusters(function, block.threads, compiled.shared_memory_size, 2))
-            loaded = Kernel(compiled, int(device_id), function, module, resident,
-                            block if isinstance(block, GridPlan) else None)
+            if launched.cluster:  # clusters fill GPCs, not always every SM
+                resident = 2 * max(1, max_active_clusters(function, launched.threads, compiled.shared_memory_size, 2))
+            loaded = Kernel(compiled, int(device_id), function, module, resident, launched)
             _loaded[key] = loaded
     return loaded
 
@@ -266,7 +256,7 @@ def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
     return fusion.reading_bias_by_column()
 
 
-def execute(block: GemmPlan | GridPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
+def execute(block: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
             fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
     """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
     CuPy arrays or PyTorch tensors (and bias) seen before with the same signature skip the
@@ -312,19 +302,17 @@ def execute(block: GemmPlan | GridPlan, a: Any, b: Any, c: Any, alpha: Any, beta
     return c
 
 
-def launched_kernel(block: GemmPlan | GridPlan, alignment: tuple[int, int, int], fusion: Fusion, device_id: int,
+def launched_kernel(block: DescriptorPlan, alignment: tuple[int, int, int], fusion: Fusion, device_id: int,
                     batch: int | None) -> Kernel:
-    """The kernel a call on arrays of ``alignment`` runs: the block GEMM's batched kernel, or a
-    Grid() descriptor's grid kernel, but for a batch of at least as many items as the GPU runs
-    blocks of the item's block GEMM at once (GridPlan.item_block), that block GEMM's batched kernel
-    (loaded, once, to learn that count)."""
-    if isinstance(block, GridPlan):
-        if block.item_block is not None and batch is not None:
-            item_kernel = kernel(with_alignment(block.item_block, alignment), fusion, device_id)
-            if batch >= item_kernel.resident_blocks:
-                return item_kernel
-        return kernel(grid_with_alignment(block, alignment), fusion, device_id)
-    return kernel(with_alignment(block, alignment), fusion, device_id)
+    """The kernel a call on arrays of ``alignment`` runs: the descriptor plan's (the block GEMM's batched
+    kernel, a Grid() descriptor's grid kernel), but where the plan has a batched alternative (GridPlan.item_block)
+    and the batch has at least as many items as the GPU runs blocks of it at once, that one (loaded, once, to
+    learn that count)."""
+    if block.item_block is not None and batch is not None:
+        item_kernel = kernel(aligned_plan(block.item_block, alignment), fusion, device_id)
+        if batch >= item_kernel.resident_blocks:
+            return item_kernel
+    return kernel(aligned_plan(block, alignment), fusion, device_id)
 
 
 # --- the caches ---------------------------------------------------------------------------

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from ..errors import DescriptorError
-from ..plan import GemmPlan, GridPlan
+from ..plan import KernelPlan
 from .hooks import NO_FUSION, Fusion
 from .identifiers import is_declarable
 
 
-def kernel_name(kernel: GemmPlan | GridPlan, fusion: Fusion = NO_FUSION) -> str:
+def kernel_name(kernel: KernelPlan, fusion: Fusion = NO_FUSION) -> str:
     """The batched kernel's name: its plan's (``kernel`` is the batched kernel's plan), plus
     a digest of the fused hooks if any."""
     return kernel.kernel_name if fusion.is_identity else f"{kernel.kernel_name}_f{fusion.digest}"

@@ -8,16 +8,18 @@ the batched kernel's plan comes in from the pipeline. Rendering needs no GPU.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
 from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..errors import BlasdxError
-from ..plan import GemmPlan, GridPlan, MatrixPlan
+from ..plan import BatchedPlan, DescriptorPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
 from ..plan.block import vector_bytes_of
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
 from ..plan.kernel import kernel_parameters, launch_min_blocks
@@ -56,7 +58,7 @@ def _generator_digest(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def kernel_identity(kernel: GemmPlan | GridPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+def kernel_identity(kernel: KernelPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
     """A text that determines ``render_kernel(kernel, name, fusion)``'s source without
     rendering it: the generator's digest and the inputs' reprs (the plan's dataclass repr
     holds every field; the fusion's, every hook's expression), for the kernel cache."""
@@ -282,3 +284,25 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
         stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
         **_fusion_context(ns, fusion),
     )
+
+
+def render_batched_kernel(plan: BatchedPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+    return render_kernel(plan.kernel, name, fusion)
+
+
+# Each execution kind's renderers, by its plans' ``kind``: the kernel execute() launches, and the device
+# source of a descriptor's plan. A new kind adds its own here (blasdx.plan.kinds).
+KERNEL_RENDERERS: dict[str, Callable[[Any, str, Fusion], str]] = {
+    "batched": render_batched_kernel, "grid": render_grid_kernel}
+DEVICE_SOURCE_RENDERERS: dict[str, Callable[[Any, str], str]] = {
+    "block": render_device_source, "grid": render_grid_device_source}
+
+
+def render_launched(plan: KernelPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+    """The source of the kernel execute() launches (``plan`` from blasdx.plan.launched_plan)."""
+    return KERNEL_RENDERERS[plan.kind](plan, name, fusion)
+
+
+def render_device_source_of(plan: DescriptorPlan, name: str = "gemm") -> str:
+    """A descriptor's device source: the block GEMM (and, for Grid(), its tile loop) in namespace ``name``."""
+    return DEVICE_SOURCE_RENDERERS[plan.kind](plan, name)

@@ -7,7 +7,7 @@ missing operator raises ``IncompleteDescriptorError`` naming it.
 
 Planning, rendering, compiling and executing are one-line calls into
 :mod:`blasdx.pipeline`, imported on first use: the one place where the description
-reaches downstream (the documented seam of the layering; tests/test_layering.py).
+reaches downstream (the documented seam of the layering; tests/project/test_layering.py).
 """
 
 from __future__ import annotations
@@ -399,6 +399,11 @@ class Descriptor:
         return self.is_complete and ("Block" in self._ops or "Grid" in self._ops)
 
     # --- Grid(): Size is the whole problem; each block computes tiles ---------------------
+
+    @property
+    def execution(self) -> str | None:
+        """The execution operator's kind ("Block", "Grid"), which picks the planner; None without one."""
+        return next((kind for kind in _EXECUTION_KINDS if kind in self._ops), None)
 
     @property
     def is_grid(self) -> bool:

@@ -12,7 +12,7 @@ import hashlib
 import math
 from dataclasses import asdict, astuple, dataclass, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Instruction
 from ..describe.precision import PRECISIONS, short_code
@@ -76,6 +76,10 @@ class MatrixPlan:
 @dataclass(frozen=True)
 class GemmPlan:
     """Everything the templates print, decided once from a descriptor."""
+
+    kind: ClassVar[str] = "block"
+    # A Grid() descriptor's batched alternative (GridPlan.item_block); a block GEMM is its own.
+    item_block: ClassVar[None] = None
 
     sm: int
     m: int

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..arch import WGMMA_SM
 from .block import GemmPlan, MatrixPlan, with_alignment
@@ -22,10 +23,7 @@ WIDTH = 100
 def explain(desc: Descriptor, plan: GemmPlan | GridPlan | None, width: int = WIDTH) -> str:
     """A readable account of ``plan`` (the descriptor's, None where it has no Block() or Grid()):
     what runs, how it is split, and why, wrapped at ``width`` columns (0: one line per statement)."""
-    if isinstance(plan, GridPlan):
-        lines = _explain_grid(desc, plan)
-    else:
-        lines = _explain_block(desc, plan)
+    lines = _EXPLAINERS[plan.kind](desc, plan) if plan is not None else _explain_block(desc, None)
     return "\n".join(_wrapped(lines, width) if width else lines)
 
 
@@ -292,6 +290,9 @@ def _narrow_copies_hint(p: GridPlan, suggested_lds: tuple[int, int, int]) -> str
             f"({suggested}, suggested_leading_dimension, with LeadingDimension and arrays padded so) copy 16 bytes "
             f"with cp.async, or by TMA where the tile is wgmma's")
 
+
+# Each kind of descriptor plan in words (blasdx.plan.kinds).
+_EXPLAINERS: dict[str, Callable[[Descriptor, Any], list[str]]] = {"block": _explain_block, "grid": _explain_grid}
 
 _TILE_LINES = ("instruction:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")
 

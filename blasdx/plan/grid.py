@@ -22,7 +22,7 @@ from ..describe.traits import GRID_MIN_TILES
 from ..errors import DescriptorError, UnsupportedError
 from ..tuning import tuning_of
 from .block import GemmPlan, MatrixPlan, digest_of, make_plan, matrix_plan, name_stem, vector_bytes_of
-from .kernel import shared_layout
+from .kernel import KernelParameter, kernel_parameters, shared_layout
 
 if TYPE_CHECKING:
     from ..describe.descriptor import Descriptor
@@ -194,6 +194,23 @@ class GridPlan:
         b = self.tma_operand("b")
         return b.slab_rows // 2 * b.swizzle % 1024 == 0 if b.k_inner else b.slabs % 2 == 0
 
+    @property
+    def kind(self) -> str:
+        return "grid"
+
+    def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
+        return kernel_parameters(has_bias, grid=True, tma=self.tma)
+
+    def work(self, batch: int) -> int:
+        """Blocks' worth of work in a call on ``batch`` items without split-K: a block a tile."""
+        return batch * self.tiles
+
+    def blocks(self, batch: int, resident_blocks: int, splits: int) -> int:
+        """Blocks of a launch: persistent, at most as many as the GPU runs at once."""
+        if splits > 1:
+            return min(self.work(batch) * splits, resident_blocks)
+        return self.launch_grid(batch, resident_blocks)
+
     def launch_grid(self, items: int, resident_blocks: int) -> int:
         """Blocks of a launch on ``items`` batch items without split-K: one per tile (per pair of
         tiles and two of them, in clusters), at most as many as the GPU runs at once."""
@@ -226,7 +243,10 @@ class GridPlan:
 
     def registers_balance(self, launch_registers: int) -> bool:
         """Whether the tile's warpgroups get their consumer_registers from what the producer
-        gives back, where the compiled kernel starts with ``launch_registers`` per thread."""
+        gives back, where the compiled kernel starts with ``launch_registers`` per thread (without
+        TMA there is no hand-over)."""
+        if not self.tma:
+            return True
         grow = max(0, self.consumer_registers - launch_registers) * self.tile.threads
         return grow <= PRODUCER_THREADS * (launch_registers - PRODUCER_REGISTERS)
 

@@ -135,6 +135,77 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
                    use_cp_async=copies_asynchronously(plan, stages))
 
 
+# The largest grid a launch takes (CUDA's limit of gridDim.x); the batched kernel's blocks loop
+# over the items past it.
+MAX_GRID = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class BatchedPlan:
+    """The plan of the batched kernel behind a Block() descriptor's execute(): a block per batch item, each the
+    block GEMM laid out for the kernel (``kernel``, kernel_plan's). With GridPlan, one kind of the plan the pipeline
+    compiles and the launcher binds (blasdx.plan.kinds.KernelPlan)."""
+
+    kernel: GemmPlan
+
+    @property
+    def kind(self) -> str:
+        return "batched"
+
+    @property
+    def tma(self) -> bool:
+        return False  # the batched kernel copies by cp.async or plain loads
+
+    @property
+    def cluster(self) -> bool:
+        return False
+
+    @property
+    def sm(self) -> int:
+        return self.kernel.sm
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.kernel_name
+
+    @property
+    def threads(self) -> int:
+        return self.kernel.threads
+
+    @property
+    def block_dim(self) -> tuple[int, int, int]:
+        return self.kernel.block_dim
+
+    @property
+    def kernel_shared_memory_size(self) -> int:
+        return self.kernel.kernel_shared_memory_size
+
+    def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
+        return kernel_parameters(has_bias)
+
+    def work(self, batch: int) -> int:
+        """Blocks' worth of work in a call on ``batch`` items: one an item."""
+        return batch
+
+    def splits(self, work: int, resident_blocks: int) -> int:
+        return 1  # a block holds its item's whole K loop
+
+    def blocks(self, batch: int, resident_blocks: int, splits: int) -> int:
+        """A block an item: the GPU's scheduler starts the next item's copies as a block ends."""
+        return min(batch, MAX_GRID)
+
+    def workspace_bytes(self, work: int, splits: int) -> int:
+        return 0
+
+    def registers_balance(self, launch_registers: int) -> bool:
+        return True  # no register hand-over between warpgroups
+
+
+def batched_plan(plan: GemmPlan) -> BatchedPlan:
+    """The batched kernel's plan of a block GEMM's plan."""
+    return BatchedPlan(kernel_plan(plan))
+
+
 def launch_min_blocks(kernel: GemmPlan, bias: bool) -> int:
     """Blocks an SM the launch bounds of the batched kernel ``kernel`` ask ptxas for (0: none): PlanOverrides'
     min_blocks_per_sm, else two for 256-thread wgmma tiles with a bias whose shared memory fits twice (the bias had

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..compiler import CompiledKernel
-from ..plan import GemmPlan, GridPlan
-from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, TMA_PARAMETERS, kernel_parameters
+from ..plan import DescriptorPlan, GridPlan, KernelPlan
+from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, TMA_PARAMETERS
 from .arguments import BiasView, MatrixView, scalar
 from .device import cupy_module, stream_of
 from .tensor_map import TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES, OperandLayout, TensorMap
@@ -40,7 +40,7 @@ class Kernel:
     function: Any  # cupy.cuda.function.Function; its ``ptr`` is the CUfunction
     module: Any
     resident_blocks: int  # blocks the whole device runs at once (the largest useful grid)
-    grid_plan: GridPlan | None = None  # the plan of a Grid() descriptor's kernel, None for the batched kernel
+    plan: KernelPlan  # the plan of the kernel (any execution kind's)
 
     @property
     def kernel_name(self) -> str:
@@ -59,9 +59,6 @@ _BIAS_OFFSET = len(KERNEL_PARAMETERS) * _SLOT
 _SPLITS_AND_WORKSPACE = struct.Struct("<q8xQ")
 _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
-# The largest grid a launch takes (CUDA's limit of gridDim.x); the batched kernel's blocks loop
-# over the items past it.
-MAX_GRID = 2**31 - 1
 
 
 def _slot_bytes(value: Any) -> bytes:
@@ -148,7 +145,7 @@ class BoundLaunch:
                                  (sb and pc < pb + sb and pb < pc + sc) or
                                  (sbias and pc < pbias + sbias and pbias < pc + sc))
 
-    def scalar_bytes(self, alpha: Any, beta: Any, plan: GemmPlan | GridPlan) -> bytes:
+    def scalar_bytes(self, alpha: Any, beta: Any, plan: DescriptorPlan) -> bytes:
         """alpha and beta for this launch as the bytes of their two slots; Python numbers
         converted once and remembered. Raises ArgumentError as ``scalar`` does."""
         # Python numbers key the memo (equal values convert alike, 1 and 1.0); others convert each time.
@@ -173,33 +170,26 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     stays from call to call: the batch, the strides between items, the bias's strides and the
     splits."""
     batch = 1 if va.batch is None else va.batch
-    grid_plan = kernel.grid_plan
-    tiles = batch * (1 if grid_plan is None else grid_plan.tiles)  # blocks' worth of work without split-K
-    splits = 1 if grid_plan is None else grid_plan.splits(tiles, kernel.resident_blocks)
+    plan = kernel.plan
+    work = plan.work(batch)  # blocks' worth of work without split-K
+    splits = plan.splits(work, kernel.resident_blocks)
     strides = (v.strides[0] if v.batch is not None else 0 for v in (va, vb, vc))
     fixed = dict(zip((p.name for p in BATCH_PARAMETERS), (batch, *strides)))  # batch, stride_a, _b, _c
     if bias is not None:  # BIAS_PARAMETERS: the pointer (per call), then its strides
         fixed.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bias.strides))
-    if grid_plan is not None:
-        fixed["splits"] = splits  # the workspace pointer comes per call where splits > 1
-    tma = grid_plan is not None and grid_plan.tma
-    parameters = kernel_parameters(bias is not None, grid_plan is not None, tma)
+    fixed["splits"] = splits  # where the kernel has the parameter; the workspace pointer comes per call
+    parameters = plan.kernel_parameters(bias is not None)
     plain = [p for p in parameters if p not in TMA_PARAMETERS]
     arguments = ArgumentBlock(len(plain), len(parameters) - len(plain))
     for index, parameter in enumerate(plain):
         if parameter.name in fixed:
             arguments.put_int64(index, fixed[parameter.name])
-    if grid_plan is None:
-        grid = min(batch, MAX_GRID)
-    elif splits > 1:
-        grid = min(tiles * splits, kernel.resident_blocks)
-    else:
-        grid = grid_plan.launch_grid(batch, kernel.resident_blocks)
-    workspace_bytes = 0 if splits == 1 or grid_plan is None else grid_plan.workspace_bytes(tiles, splits)
+    grid = plan.blocks(batch, kernel.resident_blocks, splits)
+    workspace_bytes = 0 if splits == 1 else plan.workspace_bytes(work, splits)
     tensor_maps = None
-    if tma:
-        assert grid_plan is not None
-        a_map, b_map = (TensorMap(operand_layout(grid_plan, x, v, batch), address)
+    if plan.tma:
+        assert isinstance(plan, GridPlan)  # the kind whose kernels take tensor maps
+        a_map, b_map = (TensorMap(operand_layout(plan, x, v, batch), address)
                         for x, v, address in zip("ab", (va, vb), arguments.map_addresses))
         tensor_maps = (a_map, b_map)
     return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits,
@@ -223,7 +213,7 @@ def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int) -> O
                          swizzle=part.swizzle)
 
 
-def launch_signature(ndarray: Any, tensor: Any, plan: GemmPlan | GridPlan, fusion: Fusion, a: Any, b: Any, c: Any,
+def launch_signature(ndarray: Any, tensor: Any, plan: DescriptorPlan, fusion: Fusion, a: Any, b: Any, c: Any,
                      bias: Any) -> tuple[tuple, tuple[int, int, int, int]] | None:
     """What a call's operands look like to the bound launches: CuPy operands, or PyTorch
     ones where ``tensor`` is torch.Tensor (C being one); None for other kinds or a mix.

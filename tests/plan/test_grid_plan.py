@@ -1,0 +1,432 @@
+"""The grid-level GEMM (Grid(), Tile, Stages) without a GPU: the suggested tile, threads and stages,
+the K loop and epilogue the planner picks, explain(), the batch item that one block GEMM holds, and the
+TMA and cluster plans of sm_90 tiles."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import blasdx
+from blasdx import (
+    SM,
+    Alignment,
+    Arrangement,
+    Block,
+    BlockDim,
+    Grid,
+    InstructionFamily,
+    LeadingDimension,
+    Precision,
+    Size,
+    Stages,
+    Tile,
+    Type,
+)
+
+from ..support import F16F32, RCR, arrangement_of, grid
+
+
+@pytest.mark.parametrize("prec,complex_,sm,tile,threads", [
+    (("float16", "float16", "float32"), False, 900, (256, 128, 64), 512),
+    (("bfloat16",) * 3, False, 900, (256, 128, 64), 512),
+    (("float16", "float16", "float32"), False, 800, (128, 128, 32), 256),
+    (("tfloat32", "tfloat32", "float32"), False, 800, (128, 128, 16), 256),
+    (("int8", "int8", "int32"), False, 800, (128, 128, 64), 256),
+    (("int8", "int8", "int32"), False, 900, (256, 128, 128), 512),
+    (("tfloat32", "tfloat32", "float32"), False, 900, (256, 128, 32), 512),
+    (("float64",) * 3, False, 900, (128, 128, 32), 256),
+    (("float32",) * 3, False, 900, (128, 128, 64), 256),
+    (("float32",) * 3, True, 900, (64, 64, 8), 256),
+])
+def test_suggested_tile_and_threads(prec, complex_, sm, tile, threads):
+    desc = Size(4096, 4096, 4096) + Precision(*prec) + RCR + SM(sm) + Grid()
+    if complex_:
+        desc = desc + Type("complex")
+    assert tuple(desc.tile) == tuple(desc.suggested_tile) == tile
+    assert desc.block_dim.x == threads
+    assert desc.shared_memory_size == desc.stages * desc.plan.tile.shared_memory_size <= 232448
+
+
+def test_float32_grid_tiles_take_8x8_micro_tiles_and_block_gemms_8x4():
+    """A Grid() tile runs a long K loop: 8x8 micro-tiles (64 outputs a thread); the batched
+    kernel's GEMM of the same size stays at 8x4. Row-major A with column-major B spreads a
+    micro-tile's columns (group_n 1: a warp's B loads in different banks), and C, whose 16-byte
+    runs would then cross groups, moves element by element."""
+    for arrangement, group_n in (("rcr", 1), ("rrr", 4), ("ccr", 4), ("crc", 4)):
+        arr = arrangement_of(arrangement)
+        tile = (Size(4096, 4096, 4096) + Precision("float32") + arr + SM(900) + Grid()).plan.tile
+        block = (Size(128, 128, 32) + Precision("float32") + arr + SM(900) + Block() + BlockDim(256)
+                 + Alignment(16, 16, 16)).plan
+        assert (tile.tile_m, tile.tile_n, tile.group_m, tile.group_n) == (8, 8, 4, group_n), arrangement
+        assert (block.tile_m, block.tile_n, block.group_n) == (8, 4, group_n), arrangement
+        assert tile.fma_vector_loads and block.fma_vector_loads
+        assert block.c_vector == (group_n == 4 or arrangement.endswith("c")), arrangement
+
+
+def test_float64_grid_tiles_pipeline_a_warp_per_64x32_where_a_and_b_are_k_major():
+    """128 x 128 tiles: a warp per 64 x 32 (128 accumulators) whose K loop loads the next step's
+    fragments while it multiplies; smaller tiles keep a warp per 32 x 32 (more warps), and so do
+    the other arrangements and the block GEMMs."""
+    for size, tile, threads, warp_tile, pipelined in (
+            ((4096, 4096, 4096), (128, 128, 32), 256, (64, 32), True),
+            ((1000, 1000, 4096), (64, 128, 32), 256, (32, 32), False),
+            ((300, 200, 100), (64, 64, 32), 128, (32, 32), False)):
+        desc = Size(*size) + Precision("float64") + RCR + SM(900) + Grid()
+        assert (tuple(desc.tile), desc.block_dim.x) == (tile, threads)
+        assert (desc.plan.tile.tile_m, desc.plan.tile.tile_n) == warp_tile
+        assert desc.plan.tile.pipelined_fragments == pipelined
+        assert ("fa[now ^ 1]" in desc.source) == pipelined
+    assert desc.plan.tile.k_loop_unroll == "all"
+    assert "each warp loads the next step's fragments" in (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900)
+                                                           + Grid()).explain(width=0)
+    assert "each warp loads the next step's fragments" not in desc.explain(width=0)
+    assert (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(512)).block_dim.x == 512
+    rrr = Size(4096, 4096, 4096) + Precision("float64") + arrangement_of("rrr") + SM(900) + Grid()
+    assert not rrr.plan.tile.pipelined_fragments and "fa[now ^ 1]" not in rrr.source
+    assert not (Size(64, 64, 64) + Precision("float64") + RCR + SM(900) + Block()).plan.pipelined_fragments
+    sm80 = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(800) + Grid()
+    assert sm80.block_dim.x == 512 and not sm80.plan.tile.pipelined_fragments  # measured on an H100 only
+
+
+def test_the_k_loop_stays_rolled_where_two_steps_of_fragments_do_not_fit_in_registers():
+    """128x128x32 float64 tiles on 512 threads (128 registers) spilled in the unrolled K loop;
+    the batched kernels and block GEMMs with room keep theirs unrolled."""
+    wide = Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid() + BlockDim(512)
+    assert wide.block_dim.x == 512 and wide.plan.tile.k_loop_unroll == "none"
+    assert "#pragma unroll 1\n  for (int k0" in wide.source
+    for desc in (Size(4096, 4096, 4096) + Precision("float64") + arrangement_of("rrr") + SM(900) + Grid(),
+                 Size(48, 48, 48) + Precision("float64") + RCR + SM(900) + Block(),
+                 Size(128, 128, 64) + Precision("float16", "float16", "float32") + RCR + SM(800) + Block()):
+        assert (desc.plan.tile if desc.is_grid else desc.plan).k_loop_unroll == "all", desc
+        assert "#pragma unroll\n  for (int k0" in desc.source, desc
+
+
+def test_fma_tiles_stage_c_in_shared_memory_for_hooks_column_major_and_complex_c():
+    """Where it measured faster (and, with hooks, compiles in half the time); plain row-major
+    float32 C and mma tiles write from registers."""
+    f32 = Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900) + Grid()
+    assert not f32.plan.stages_c(epilogue_hooks=False) and f32.plan.stages_c(epilogue_hooks=True)
+    col_major_c = f32.replace(arrangement_of("rcc"))
+    assert col_major_c.plan.stages_c(epilogue_hooks=False)
+    assert (f32 + Type("complex") + Stages(4)).plan.stages_c(epilogue_hooks=False)
+    assert not (f32 + Type("complex")).plan.stages_c(epilogue_hooks=False)  # two blocks' three stages: too small
+    assert not grid().plan.stages_c(epilogue_hooks=True)
+    fused = blasdx.pipeline.fusion(f32, None, "gelu", None, None, None, None, True)
+    assert "store_block_tile_staged(acc" in blasdx.pipeline.kernel_source(f32.plan, fused)
+    assert "store_block_tile_staged(acc" not in blasdx.pipeline.kernel_source(f32.plan)
+    assert "store_block_tile_staged(acc" in blasdx.pipeline.kernel_source(col_major_c.plan)
+    epilogue = next(line for line in f32.explain(width=0).splitlines() if line.startswith("epilogue"))
+    assert "no shared memory" in epilogue and "with hooks or a bias, the accumulators staged" in epilogue
+    assert "epilogue: the accumulators staged" in col_major_c.explain(width=0)
+
+
+def test_fma_tiles_with_row_major_b_or_complex_values_take_two_blocks_an_sm():
+    """Where it measured faster (benchmarks/RESULTS.md, Grid against cuBLAS): float32 FMA tiles with
+    row-major B, or complex ones, ask ptxas for two blocks an SM and take at most three stages;
+    column-major B, fewer tiles than an H100 has SMs, or stages that do not fit twice keep one."""
+    def plan(arrangement, size=(4096, 4096, 4096), *more):
+        desc = Size(*size) + Precision("float32") + arrangement_of(arrangement) + SM(900) + Grid()
+        for op in more:
+            desc = desc + op
+        return desc.plan
+
+    for arrangement in ("rrr", "crr", "rrc", "crc"):
+        two = plan(arrangement)
+        assert (two.blocks_per_sm, two.stages) == (2, 3), arrangement
+        assert "__launch_bounds__(256, 2)" in blasdx.pipeline.kernel_source(two)
+    for arrangement, stages in (("rcr", 3), ("ccc", 4)):  # RCR's tiles are 64 deep: three stages fit
+        one = plan(arrangement)
+        assert (one.blocks_per_sm, one.stages) == (1, stages), arrangement
+        assert "__launch_bounds__(256, 1)" in blasdx.pipeline.kernel_source(one)
+    assert plan("rcr", (2048, 2048, 2048), Type("complex")).blocks_per_sm == 2
+    assert plan("rrr", (1000, 1000, 4096)).blocks_per_sm == 1  # 128 tiles of 64x128
+    assert plan("rrr", (4096, 4096, 4096), Stages(4)).blocks_per_sm == 1  # four stages do not fit twice
+    assert plan("rrr", (4096, 4096, 4096), Stages(2)).blocks_per_sm == 2
+    sm80 = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(800) + Grid()
+    assert sm80.plan.blocks_per_sm == 1  # measured on an H100 only
+    rrr = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
+    assert "two blocks share an SM (FMA tiles with row-major B" in rrr.explain(width=0)
+    assert "two blocks share an SM" not in (Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900)
+                                            + Grid()).explain(width=0)
+
+
+@pytest.mark.parametrize("precision, arrangement, where", [
+    ("float64", "rcr", "between its multiply's last two steps of k"),
+    ("float64", "rrr", "between its multiply's last two steps of k"),
+    ("float32", "rcr", "after its multiply"),
+    ("float32", "rrr", "after its multiply"),
+    ("float32", "ccc", "after its multiply"),
+    ("complex", "rcr", "after its multiply"),
+])
+def test_the_cp_async_k_loop_copies_the_next_k_tile_among_the_multiply(precision, arrangement, where):
+    """Issued before the multiply, the copies of the K tile stages - 1 ahead held every warp at
+    the start of each K tile while the math pipe waited (an H100, float64 4096^3: copies left out
+    of the loop, 46 -> 56 TFLOP/s). mma.sync tiles issue them after the step of k before the
+    last (multiply_between); FMA tiles after the multiply (GridPlan.copies_between_steps says
+    why)."""
+    desc = (Size(4096, 4096, 4096) + Precision("float32" if precision == "complex" else precision)
+            + arrangement_of(arrangement) + SM(900) + Grid())
+    if precision == "complex":
+        desc = desc + Type("complex")
+    source = blasdx.pipeline.kernel_source(desc.plan)
+    loop = source[source.index("for (int kt = kt_begin; kt < kt_end; ++kt)"):]
+    copies = loop.index("start_copies(kt + stages - 1)")
+    between = where.startswith("between")
+    assert desc.plan.copies_between_steps == between
+    if between:
+        assert loop.index("multiply_between(sa, sb, acc, a_load, b_load, [&]") < copies < loop.index("});")
+        assert "between();" in source
+    else:
+        assert "multiply_between(" not in loop and loop.index("multiply(sa, sb, acc") < copies
+    assert copies < loop.index("copy_commit()")
+    assert f"issues a K tile's copies {where}" in desc.explain(width=0)
+
+
+def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():
+    """The vector FMA loop of a Grid() tile is software-pipelined where A is row-major and its
+    block has the SM's registers (measured faster); column-major A measured slower, two blocks an
+    SM (128 registers) spilled the second buffer, and block GEMMs (short K loops, many blocks an
+    SM) keep the plain loop."""
+    pipelined = "av[now ^ 1]"
+    one = Size(4096, 4096, 4096) + Precision("float32") + RCR + SM(900) + Grid()
+    two = one.replace(arrangement_of("rrr"))
+    assert one.plan.fma_pipelined and pipelined in blasdx.pipeline.kernel_source(one.plan) and pipelined in one.source
+    assert "loads the next four steps of k from shared memory while it multiplies" in one.explain(width=0)
+    assert one.replace(arrangement_of("rcc")).plan.fma_pipelined
+    deep = one + Tile(64, 128, 128) + Stages(2)
+    assert deep.plan.tile.fma_vector_loads and not deep.plan.fma_pipelined  # unrolled 32 steps: the plain loop
+    assert not two.plan.fma_pipelined and pipelined not in blasdx.pipeline.kernel_source(two.plan)
+    ccc = one.replace(arrangement_of("ccc"))
+    assert not ccc.plan.fma_pipelined and "loads the next four steps" not in ccc.explain(width=0)
+    assert not (Size(4096, 4096, 4096) + Precision("float64") + RCR + SM(900) + Grid()).plan.fma_pipelined
+    block = Size(64, 64, 64) + Precision("float32") + RCR + SM(900) + Block()
+    assert block.plan.fma_vector_loads and pipelined not in block.source
+    assert pipelined not in (one + Type("complex")).source  # complex values take the scalar loop
+
+
+@pytest.mark.parametrize("arrangement", ["rrr", "ccr", "crc", "crr"])
+def test_float64_grid_tiles_elsewhere_take_a_warp_per_64x32(arrangement):
+    """Fewer registers where A or B runs along m or n (512 threads' 128 registers spilled): 256
+    threads, 32 deep on SM 900 (an H100, 4096^3 RRR: 0.713x -> 0.793x torch.matmul against 16
+    deep), 16 deep before SM 900 and on shrunk tiles (not measured)."""
+    for size, sm, tile, threads in (((4096, 4096, 4096), 900, (128, 128, 32), 256),
+                                    ((4096, 4096, 4096), 800, (128, 128, 16), 256),
+                                    ((1000, 1000, 4096), 900, (64, 128, 16), 128)):
+        desc = Size(*size) + Precision("float64") + arrangement_of(arrangement) + SM(sm) + Grid()
+        assert (tuple(desc.tile), desc.block_dim.x) == (tile, threads)
+
+
+def test_the_tile_shrinks_to_small_problems():
+    assert tuple(grid(size=(5, 7, 3)).tile) == (64, 16, 16)  # wgmma: m to 64, n and k to 16
+    assert tuple(grid(size=(5, 7, 3), sm=800).tile) == (16, 16, 16)
+    assert tuple(grid(size=(300, 3000, 40)).tile) == (128, 128, 48)  # 3 x 24 tiles: enough
+
+
+def test_the_tile_halves_until_the_problem_has_tiles_for_the_sms():
+    assert tuple(grid(size=(1000, 1000, 4096)).tile) == (64, 128, 64)  # 128 tiles, not 32 of 256x128
+    assert grid(size=(1000, 1000, 4096)).block_dim.x == 128  # a warpgroup per 64 rows
+    assert tuple(grid(size=(100, 3000, 40)).tile) == (64, 64, 48)  # 94 tiles
+    assert tuple(grid(size=(64, 64, 8192)).tile) == (64, 64, 64)  # one tile: no smaller than 64
+    assert tuple(grid(size=(2048, 2048, 2048)).tile) == (256, 128, 64)  # 128 tiles already
+
+
+def test_split_k_is_compiled_in_only_where_tiles_are_few():
+    few = grid(size=(256, 256, 16384))
+    assert few.plan.split_k and "combine_splits" in few.source
+    assert few.plan.splits(16, 132) == 9 and few.plan.splits(16 * 9, 132) == 1  # a batch of 9 fills the GPU
+    assert few.plan.workspace_bytes(16, 9) == 256 + 16 * 9 * few.plan.tile.accumulator_size * 128 * 4
+    many = grid()
+    assert not many.plan.split_k and "combine_splits" not in many.source and many.plan.splits(1, 132) == 1
+    assert not grid(size=(64, 64, 256)).plan.split_k  # a K loop too short to split
+
+
+def test_settable_tile_stages_and_threads():
+    desc = grid(Tile(128, 64, 32), Stages(3), BlockDim(128))
+    assert tuple(desc.tile) == (128, 64, 32) and desc.stages == 3 and desc.block_dim.x == 128
+    assert tuple(desc.suggested_tile) == (256, 128, 64)
+    assert desc.tile_descriptor == Size(128, 64, 32) + F16F32 + RCR + SM(900) + Block() + BlockDim(128)
+
+
+def test_leading_dimensions_describe_the_whole_matrices():
+    desc = grid(LeadingDimension(4100, 4104, 4108))
+    assert (desc.plan.a.ld, desc.plan.b.ld, desc.plan.c.ld) == (4100, 4104, 4108)
+    assert "LeadingDimension" not in desc.tile_descriptor.operator_map
+
+
+def test_suggested_stages_fill_shared_memory_up_to_four_and_follow_the_k_loop():
+    assert grid().stages == 4
+    assert grid(size=(4096, 4096, 64)).stages == 2  # one K tile: nothing more to keep in flight
+    assert grid(size=(4096, 4096, 192)).stages == 3
+
+
+def test_suggested_leading_dimensions_are_whole_16_bytes():
+    assert tuple(grid(size=(3001, 2999, 1001)).suggested_leading_dimension) == (1008, 1008, 3000)
+    f64 = Size(5, 7, 3) + Precision("float64") + RCR + SM(900) + Grid()
+    assert tuple(f64.suggested_leading_dimension) == (4, 4, 8)
+
+
+def test_descriptors_pickle():
+    desc = grid(Tile(128, 64, 32))
+    assert pickle.loads(pickle.dumps(desc)) == desc
+
+
+def test_explain_names_tiles_loop_order_and_instruction():
+    text = grid(size=(4000, 3000, 1000)).explain(width=0)
+    for part in ("16x24 = 384 tiles of 256x128", "Tile(256, 128, 64), suggested", "16 steps of 64 per tile",
+                 "4 stages (suggested)", "4 x 49152 = 196608 bytes", "512 threads each (suggested)",
+                 "groups of 8 tile rows", "instruction: wgmma_f16", "wgmma conditions:", "warpgroup tiling: 4 warpgroups"):
+        assert part in text, part
+    assert "cp.async copies the next 2 K tiles" in grid(Stages(3), InstructionFamily("mma")).explain(width=0)
+    assert "lda 1008, ldb 1008" in grid(size=(3001, 2999, 1001)).explain(width=0)  # 2-byte copies: pad to 16 bytes
+    assert "copies narrower" not in grid(size=(3000, 3000, 1000)).explain(width=0)
+    assert "copies: TMA where A and B start" in text and "128 more threads" in text
+    assert "copies: TMA" not in grid(InstructionFamily("mma")).explain(width=0)  # the tile is not wgmma's
+    shared = grid(Tile(64, 128, 64), BlockDim(128), Stages(3)).explain(width=0)
+    assert "two blocks share an SM" in shared
+
+
+@pytest.mark.parametrize("size, prec, extra, item", [
+    ((64, 64, 64), F16F32, (), True),
+    ((64, 64, 512), F16F32, (), True),  # wgmma: any k one block holds
+    ((100, 70, 45), Precision("float32"), (), True),
+    ((32, 32, 64), Precision("float64"), (), True),
+    ((32, 32, 128), Precision("float64"), (), False),  # mma.sync past ITEM_BLOCK_MAX_K
+    ((64, 64, 256), Precision("float32"), (), False),  # FMA past ITEM_BLOCK_MAX_K
+    ((256, 256, 64), F16F32, (), False),  # more than one block's shared memory
+    ((64, 64, 64), F16F32, (Tile(64, 64, 32),), False),  # the grid kernel as described
+    ((64, 64, 64), F16F32, (Stages(3),), False),
+    ((64, 64, 64), F16F32, (BlockDim(256),), False),
+], ids=["wgmma", "wgmma-k512", "fma-odd", "f64-k64", "f64-k128", "fma-k256", "too-big", "tile", "stages", "threads"])
+def test_a_batch_item_that_one_block_gemm_holds_has_its_block_plan(size, prec, extra, item):
+    desc = Size(*size) + prec + RCR + SM(900) + Grid()
+    for op in extra:
+        desc = desc + op
+    plan = desc.plan
+    assert (plan.item_block is not None) == item
+    if item:
+        block = Size(*size) + prec + RCR + SM(900) + Block()
+        assert plan.item_block == block.plan
+    assert f"{'batched kernel of Size' if item else 'this grid kernel, whatever the batch'}" in desc.explain(width=0)
+
+
+def test_a_call_runs_the_item_block_from_the_batch_that_fills_the_gpu_with_it(monkeypatch):
+    """pipeline.launched_kernel: the item's block kernel from a batch of its resident blocks on,
+    the grid kernel for fewer items, a single problem, or a descriptor without item_block (the
+    kernels stand in for loaded ones: no GPU here)."""
+    from types import SimpleNamespace
+
+    from blasdx.plan import GemmPlan, GridPlan
+
+    loaded = []
+
+    def fake_kernel(plan, fusion, device_id):
+        loaded.append(plan)
+        return SimpleNamespace(plan=plan, resident_blocks=100)
+
+    monkeypatch.setattr(blasdx.pipeline, "kernel", fake_kernel)
+    def launched(desc, batch):
+        return blasdx.pipeline.launched_kernel(desc.plan, (16, 16, 16), blasdx.pipeline.NO_FUSION, 0, batch).plan
+
+    small = grid(size=(64, 64, 64))
+    assert isinstance(launched(small, 100), GemmPlan) and isinstance(launched(small, 5000), GemmPlan)
+    assert isinstance(launched(small, 99), GridPlan) and isinstance(launched(small, None), GridPlan)
+    loaded.clear()
+    assert isinstance(launched(grid(Tile(64, 64, 32), size=(64, 64, 64)), 5000), GridPlan)
+    assert len(loaded) == 1  # no item kernel was loaded to count its blocks
+
+
+def test_the_item_block_leaves_the_grid_kernel_alone():
+    """The grid kernel's name and source identity do not depend on item_block (another kernel's plan)."""
+    from dataclasses import replace
+
+    from blasdx.codegen.render import kernel_identity
+
+    plan = grid(size=(64, 64, 64)).plan
+    assert plan.item_block is not None
+    without = replace(plan, item_block=None)
+    assert plan.kernel_name == without.kernel_name
+    assert kernel_identity(plan, "k") == kernel_identity(without, "k")
+    text = grid(size=(32, 32, 128)).replace(Precision("float64")).explain(width=0)
+    assert "k = 128 is over 64 on mma_f64" in text
+
+
+def test_the_16_bit_epilogue_reads_c_ahead_unless_a_cp_async_kernel_is_short_of_registers():
+    """The quads read-ahead goes by registers, not by TMA alone: SM(800)'s cp.async kernels of 256
+    threads (255 registers used) read ahead (measured 1.04-1.21x at beta 0.5), a 512-thread tile
+    of 128 registers a thread reads each quad just before its write, at any alignment, and
+    explain() says so."""
+    roomy = Size(4096, 4096, 4096) + Precision("float16") + RCR + SM(800) + Grid()
+    short = roomy + Tile(256, 128, 32) + BlockDim(512)
+    for alignment in (16, 8):
+        assert blasdx.plan.grid_with_alignment(roomy.plan, (alignment,) * 3).quads_c_read_ahead
+        assert not blasdx.plan.grid_with_alignment(short.plan, (alignment,) * 3).quads_c_read_ahead
+    assert "a quad at a time" not in roomy.explain(width=0)
+    assert ("where beta != 0, C read a quad at a time, just before its write (the kernel's 128 registers a thread "
+            "are few)") in short.explain(width=0)
+    assert "ahead of their writes" not in short.explain(width=0)
+
+
+def test_fma_tiles_read_c_ahead_where_a_block_has_the_sm_to_itself_and_b_is_column_major():
+    """FMA tiles' epilogue reads 8 values of C before writing any (store_partial<8>) on one block an
+    SM with column-major B; elsewhere one at a time, as measured (GridPlan.fma_c_read_ahead)."""
+    alone = Size(256, 256, 64) + Precision("float32") + RCR + SM(900) + Grid()
+    row_major_b = Size(64, 64, 256) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
+    shared = Size(4096, 4096, 4096) + Precision("float32") + arrangement_of("rrr") + SM(900) + Grid()
+    assert alone.plan.blocks_per_sm == 1 and alone.plan.fma_c_read_ahead == 8 and "store_partial<8>" in alone.source
+    assert "C read 8 values a thread at a time, ahead of their writes" in alone.explain(width=0)
+    assert "ahead of their writes" not in shared.explain(width=0)
+    assert row_major_b.plan.blocks_per_sm == 1 and "store_partial<1>" in row_major_b.source
+    assert shared.plan.blocks_per_sm == 2 and "store_partial<1>" in shared.source
+
+
+def test_tma_runs_on_16_byte_aligned_wgmma_tiles_only():
+    aligned = blasdx.plan.grid_with_alignment(grid().plan, (16, 16, 16))
+    assert aligned.tma and aligned.threads == aligned.tile.threads + 128
+    assert aligned.block_dim == (aligned.threads, 1, 1)
+    assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).tma  # A's pointer
+    assert not blasdx.plan.grid_with_alignment(grid(size=(4096, 4096, 4093)).plan, (16, 16, 16)).tma  # odd ld
+    assert not blasdx.plan.grid_with_alignment(grid(sm=800).plan, (16, 16, 16)).tma  # no wgmma tile
+    assert not blasdx.plan.grid_with_alignment(grid(InstructionFamily("mma")).plan, (16, 16, 16)).tma
+    f64 = Size(512, 512, 512) + Precision("float64") + RCR + SM(900) + Grid()
+    assert not blasdx.plan.grid_with_alignment(f64.plan, (16, 16, 16)).tma
+
+
+def test_tma_slabs_follow_the_swizzled_tile():
+    desc = grid().replace(Arrangement("col_major", "row_major", "row_major"))
+    p = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    a, b = p.tma_operand("a"), p.tma_operand("b")
+    # column-major A: m contiguous, 128-byte slabs of 64 m and tile k rows, one per 64 of the tile's m
+    assert (a.k_inner, a.slabs, a.slab_rows, a.slab_elements) == (False, p.tile.m // 64, p.tile.k, 64)
+    assert (b.k_inner, b.slabs, b.slab_rows) == (False, p.tile.n // 64, p.tile.k)
+    assert a.slabs * a.slab_bytes == p.tile.a.smem_bytes and b.slabs * b.slab_bytes == p.tile.b.smem_bytes
+    assert p.consumer_registers * p.tile.threads + 128 * 24 <= 65536
+    # The producer keeps 24 registers a thread: the 512 threads of the 256x128 tile get 112 (96 at launch).
+    assert (p.tile.threads, p.launch_registers, p.consumer_registers) == (512, 96, 112)
+
+
+def test_tma_blocks_share_an_sm_where_stages_and_registers_allow():
+    def plan(*ops):
+        return blasdx.plan.grid_with_alignment(grid(*ops).plan, (16, 16, 16))
+
+    assert plan().blocks_per_sm == 1  # 4 stages of 48 KiB
+    small = plan(Tile(64, 128, 64), BlockDim(128), Stages(3))  # 3 x 24 KiB, 64 accumulators a thread
+    assert small.blocks_per_sm == 2 and small.launch_registers == 128
+    assert plan(Tile(128, 128, 64), BlockDim(256), Stages(3)).blocks_per_sm == 1  # 80 registers: too few
+    # what the producer gives back covers what the tile's threads take, at the compiled count
+    assert small.registers_balance(small.launch_registers)
+    assert not small.registers_balance(small.launch_registers - 16)
+
+
+def test_clusters_of_two_share_b_where_tiles_allow():
+    def plan(*ops, size=(4096, 4096, 4096)):
+        return blasdx.plan.grid_with_alignment(grid(*ops, size=size).plan, (16, 16, 16))
+
+    p = plan()
+    assert p.cluster and p.launch_grid(1, 132) == 132 and p.launch_grid(1, 131) == 130
+    assert p.launch_grid(1, 1000) == 2 * 8 * 32  # 16 tile rows in 8 pairs, 32 tile columns
+    assert not plan(Tile(128, 128, 64), size=(128, 8192, 4096)).cluster  # one tile row
+    assert not plan(size=(200, 150, 4096)).cluster  # split-K compiled in
+    assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).cluster  # no TMA
+    assert "clusters of two" in grid().explain(width=0)
