@@ -2,9 +2,9 @@
 blasdx.PlanOverrides or BlockDim (the planner is never patched) and checked against float64 before it
 is timed; GB/s of execute(), the share of the copy bandwidth, registers and resident blocks.
 
-    python benchmarks/ablate.py [stages] [c-placement] [fma] [registers] [--gib 1.0] [--blocks 20 24]
+    python benchmarks/ablate.py [c-cases] [c-placement] [fma] [registers] [--gib 1.0] [--blocks 20 24]
 
-stages: one or two items in flight, C staged or in registers, over bench_gpu.py's cases;
+c-cases: C staged or in registers, over bench_gpu.py's cases;
 c-placement: 16-bit C staged or in registers over shapes and thread counts; fma: the float32 FMA
 micro-tiles and thread orders (block GEMM alone and batched), and where the batched kernel keeps C;
 registers: __launch_bounds__ caps (the blocks shared memory allows, and --blocks).
@@ -26,10 +26,8 @@ from blasdx import SM, Arrangement, Block, BlockDim, PlanOverrides, Precision, S
 
 ROW_MAJOR = ("row_major",) * 3
 TOLERANCE = {"float16": 5e-3, "float32": 1e-5, "float64": 1e-12}  # by A's precision, or C's where narrower
-STAGES = {
+C_VARIANTS = {
     "planned": None,
-    "one stage": PlanOverrides(pipeline_stages=1),
-    "two stages": PlanOverrides(pipeline_stages=2),
     "C staged": PlanOverrides(c_in_registers=False),
     "C in registers": PlanOverrides(c_in_registers=True),
 }
@@ -47,8 +45,7 @@ FMA_ORDERS = [  # label, threads, tile_m, tile_n, rows per group, thread pairs
 FMA_PLACEMENTS = {
     "planned": PlanOverrides(),
     "C staged": PlanOverrides(c_in_registers=False),
-    "C in registers, one stage": PlanOverrides(c_in_registers=True, pipeline_stages=1),
-    "C in registers, two stages": PlanOverrides(c_in_registers=True, pipeline_stages=2),
+    "C in registers": PlanOverrides(c_in_registers=True),
 }
 
 
@@ -113,17 +110,17 @@ def block_tflops(desc, plan, repeats: int = 200) -> float:
     return 2 * m * n * k * repeats * grid / ms / 1e9
 
 
-def stages(args, copy: float) -> list:
+def c_cases(args, copy: float) -> list:
     rows = []
     for size, prec in bench_gpu.CASES:
         desc = Size(*size) + Precision(*prec) + Arrangement(*ROW_MAJOR) + SM(900) + Block()
         label = f"{'x'.join(map(str, size))} {prec[0]}->{prec[2]}"
         cells = []
-        for variant, overrides in STAGES.items():
+        for variant, overrides in C_VARIANTS.items():
             gbs, info = batched(desc, overrides, args.gib)
-            rows.append((f"stages {label} {variant}", gbs, "GB/s"))
+            rows.append((f"c-cases {label} {variant}", gbs, "GB/s"))
             cells.append(f"{variant} {gbs / copy:.0%} ({info})")
-        print(f"stages {label:26s} " + "; ".join(cells), flush=True)
+        print(f"c-cases {label:25s} " + "; ".join(cells), flush=True)
     return rows
 
 
@@ -185,7 +182,7 @@ def registers(args, copy: float) -> list:
     return rows
 
 
-STUDIES = {"stages": stages, "c-placement": c_placement, "fma": fma, "registers": registers}
+STUDIES = {"c-cases": c_cases, "c-placement": c_placement, "fma": fma, "registers": registers}
 
 
 def main() -> None:

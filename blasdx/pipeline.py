@@ -7,7 +7,7 @@ The Descriptor's doers (``plan``, ``source``, ``device_source()``, ``explain()``
 ``compile()``, ``execute()``) are one-line calls into this module. Benchmarks and
 ablations use it too, with ``PlanOverrides`` in place of the planner's choices:
 
-    plan = blasdx.pipeline.plan(GEMM, PlanOverrides(pipeline_stages=2))
+    plan = blasdx.pipeline.plan(GEMM, PlanOverrides(c_in_registers=False))
     blasdx.pipeline.execute(plan, a, b, c, 1.0, 0.0)
 
 Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()``.

@@ -281,7 +281,7 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
     return _template("kernel.cu.j2").render(
         common=render_common(), device=render_block(kernel, ns, own_kernel=True), ns=ns,
         threads=kernel.threads, min_blocks=launch_min_blocks(kernel, fusion.bias), kernel_name=name,
-        stages=kernel.pipeline_stages, c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
+        c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
         **_fusion_context(ns, fusion),
     )
 

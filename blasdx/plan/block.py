@@ -108,7 +108,6 @@ class GemmPlan:
     group_n: int
     shared_memory_size: int  # of one block GEMM (the descriptor's trait)
     use_cp_async: bool
-    pipeline_stages: int  # items in flight per block in the batched kernel (1 or 2)
     bit_op: str  # "xor" or "and" for binary GEMMs, else ""
     # FMA: threads t and t^1 take the same rows, t and t^2 the same columns (see the template).
     fma_thread_pairs: bool = False
@@ -133,8 +132,8 @@ class GemmPlan:
 
     @property
     def kernel_shared_memory_size(self) -> int:
-        """Dynamic shared memory of the batched kernel: one block GEMM per stage."""
-        return self.pipeline_stages * self.shared_memory_size
+        """Dynamic shared memory of the batched kernel: one block GEMM (an item at a time a block)."""
+        return self.shared_memory_size
 
     @property
     def tiles(self) -> int:
@@ -341,7 +340,6 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         tile_m=tile_m, tile_n=tile_n, tiles_m=tiles_m, tiles_n=tiles_n, group_m=group_m, group_n=group_n,
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= CP_ASYNC_MIN_SM,
-        pipeline_stages=pipeline_stages(desc.sm, overrides),
         bit_op=desc.bit_op or "", fma_thread_pairs=pairs, overrides=overrides,
         pipelined_fragments=pipelined,
     )
@@ -371,17 +369,6 @@ def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool)
         return 8, tile_n, 4, 1 if k_major(arrangement_of(desc.operator_map)) else 4
     tile_m, tile_n = min(4, m), min(4, n)
     return tile_m, tile_n, tile_m, tile_n
-
-
-def pipeline_stages(sm: int, overrides: PlanOverrides = NO_OVERRIDES) -> int:
-    """Items in flight per block of the batched kernel: one. execute() launches a block per
-    item (launch.bind), so a second stage, which copied a block's next item while this one's
-    GEMM ran, has no next item to copy and only halves the blocks an SM holds (benchmarks/RESULTS.md,
-    Batched execute). PlanOverrides(pipeline_stages=2) still builds the two-stage kernel,
-    whose blocks prefetch where they loop over items (batches past the largest grid)."""
-    if overrides.pipeline_stages is not None:
-        return overrides.pipeline_stages if sm >= CP_ASYNC_MIN_SM else 1
-    return 1
 
 
 

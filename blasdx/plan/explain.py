@@ -127,8 +127,7 @@ def _explain_block(desc: Descriptor, p: GemmPlan | None) -> list[str]:
                  "shared memory (ldmatrix, stmatrix)" if launched.c_staged_16_bytes else
                  "C read into and written from registers by each thread, not staged in shared memory")
                 if launched.c_in_registers else "C staged in shared memory and copied back")
-        + "; " + ("two items in flight per block (the next item's copies overlap this GEMM)"
-                  if launched.pipeline_stages == 2 else "one item at a time per block")
+        + "; one item at a time per block"
         + f"; {launched.kernel_shared_memory_size} bytes of shared memory")
     return lines
 

@@ -349,7 +349,7 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
     mats, stage_bytes = shared_layout(block, True, True)
     if 2 * stage_bytes > limit:  # unpadded, where padding costs the second stage
         mats, stage_bytes = shared_layout(block, False, True)
-    tile = replace(block, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=stage_bytes, pipeline_stages=1)
+    tile = replace(block, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=stage_bytes)
     k_tiles = -(-desc.size.k // block.k)
     given = desc.operator_map.get("Stages")
     stages = given.value if given is not None else suggested_stages(stage_bytes, k_tiles, desc.sm)  # type: ignore[attr-defined]

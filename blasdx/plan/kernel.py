@@ -16,7 +16,7 @@ from ..arch import BLOCK_RESERVED_SHARED, STMATRIX_MIN_SM, SWIZZLE_ALIGNMENT, sh
 from ..describe.traits import padded_leading_dimension
 from ..errors import UnsupportedError
 from ..tuning import tuning_of
-from .block import GemmPlan, MatrixPlan, pipeline_stages
+from .block import GemmPlan, MatrixPlan
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,10 @@ def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False) -> 
             + (TMA_PARAMETERS if tma else ()))
 
 
-def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
+def keeps_c_in_registers(plan: GemmPlan) -> bool:
     """Whether the batched kernel holds C in registers, not in shared memory (see kernel_plan): mma.sync with
     row-major C in aligned pairs of 8-byte values, or of 16-bit ones where one warp's tile is all of C in rows of at
-    most 64 bytes (benchmarks/RESULTS.md, Batched execute); FMA on one stage, A laid out as C (accesses coalesce)."""
+    most 64 bytes (benchmarks/RESULTS.md, Batched execute); FMA where A is laid out as C (accesses coalesce)."""
     c = plan.c
     pairs = c.layout == "row_major" and c.vector_bytes >= 2 * c.element_size
     if plan.overrides.c_in_registers is not None:
@@ -72,7 +72,7 @@ def keeps_c_in_registers(plan: GemmPlan, stages_with_c_staged: int) -> bool:
         if not pairs:
             return False
         return c.element_size == 8 or (c.element_size == 2 and plan.tiles == 1 and c.ld * c.element_size <= 64)
-    return stages_with_c_staged == 1 and plan.a.layout == c.layout
+    return plan.a.layout == c.layout
 
 
 def stages_c_in_16_byte_pieces(plan: GemmPlan) -> bool:
@@ -125,14 +125,12 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
         return (mats, size) if size <= limit else shared_layout(plan, False, c_in_registers)
 
     mats, size = fitting_layout(False)
-    stages = pipeline_stages(plan.sm, plan.overrides)
-    c_in_registers = keeps_c_in_registers(plan, stages)
+    c_in_registers = keeps_c_in_registers(plan)
     staged_16_bytes = c_in_registers and stages_c_in_16_byte_pieces(plan)
     if c_in_registers and not staged_16_bytes:  # C leaves shared memory; staged, it keeps its padded tile
         mats, size = fitting_layout(True)
     return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
-                   c_staged_16_bytes=staged_16_bytes, pipeline_stages=stages,
-                   use_cp_async=copies_asynchronously(plan, stages))
+                   c_staged_16_bytes=staged_16_bytes, use_cp_async=copies_asynchronously(plan))
 
 
 # The largest grid a launch takes (CUDA's limit of gridDim.x); the batched kernel's blocks loop
@@ -217,9 +215,9 @@ def launch_min_blocks(kernel: GemmPlan, bias: bool) -> int:
     return 2 if bias and kernel.instruction.is_wgmma and kernel.threads == 256 and fits_twice else 0
 
 
-def copies_asynchronously(plan: GemmPlan, stages: int) -> bool:
-    """Whether the batched kernel copies A, B (and a staged C) to shared memory by cp.async: on two stages (the next
-    item's copies run while this one multiplies), for complex and wgmma tiles, and on SMs whose tuning keeps it (on SM
-    900 one stage's plain loads stored to shared memory are faster: benchmarks/RESULTS.md, Batched execute)."""
-    return plan.use_cp_async and (stages == 2 or not tuning_of(plan.sm).plain_loads_one_item or plan.is_complex
+def copies_asynchronously(plan: GemmPlan) -> bool:
+    """Whether the batched kernel copies A, B (and a staged C) to shared memory by cp.async: for complex and wgmma
+    tiles, and on SMs whose tuning keeps it (on SM 900 plain loads stored to shared memory are faster for a block's
+    one item: benchmarks/RESULTS.md, Batched execute)."""
+    return plan.use_cp_async and (not tuning_of(plan.sm).plain_loads_one_item or plan.is_complex
                                    or plan.instruction.is_wgmma)

@@ -16,8 +16,6 @@ from ..errors import DescriptorError
 class PlanOverrides:
     """Choices the planner would otherwise make (None: the planner decides)."""
 
-    # Batched kernel: items in flight per block (1, or 2 where cp.async exists).
-    pipeline_stages: int | None = None
     # Batched kernel: C between global memory and registers (True) or staged in shared memory.
     c_in_registers: bool | None = None
     # FMA path: (tile_m, tile_n, group_m, group_n), a thread's micro-tile and its row and
@@ -37,8 +35,6 @@ class PlanOverrides:
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        if self.pipeline_stages not in (None, 1, 2):
-            raise DescriptorError(f"PlanOverrides.pipeline_stages must be 1 or 2, got {self.pipeline_stages!r}")
         if self.min_blocks_per_sm is not None and not (isinstance(self.min_blocks_per_sm, int)
                                                        and self.min_blocks_per_sm >= 1):
             raise DescriptorError(f"PlanOverrides.min_blocks_per_sm must be an int >= 1, got {self.min_blocks_per_sm!r}")

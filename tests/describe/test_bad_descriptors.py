@@ -115,7 +115,7 @@ CASES = [
     ("precision unknown lists the aliases", lambda: Precision("FP17"), DescriptorError,
      r"unknown precision 'FP17'; use one of \[.*\] or an alias \(half=float16, fp16=float16, bf16=bfloat16"),
     ("plan overrides with an unknown field", lambda: PlanOverrides(bogus=3), DescriptorError,
-     r"PlanOverrides takes the keyword arguments pipeline_stages, .*; got bogus"),
+     r"PlanOverrides takes the keyword arguments c_in_registers, .*; got bogus"),
     ("size model_copy bypass", lambda: Size(64, 64, 64).model_copy(update={"m": -1}), DescriptorError,
      r"Size.m: m must be >= 1, got -1"),
     ("size model_construct bypass", lambda: Size.model_construct(m=0, n=1, k=1), DescriptorError,

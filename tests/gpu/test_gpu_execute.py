@@ -427,15 +427,14 @@ def test_poison_values_are_not_zero():
 
 
 OVERRIDE_CASES = [  # precision, size, arrangement, threads, overrides: kernels the planner would not choose
-    (PRECISIONS[1], (32, 32, 32), "rrr", None, PlanOverrides(pipeline_stages=2)),
     (PRECISIONS[1], (32, 32, 32), "rrr", None, PlanOverrides(c_in_registers=False)),
     (PRECISIONS[1], (64, 64, 64), "rrr", None, PlanOverrides(c_in_registers=True)),
-    (PRECISIONS[1], (30, 30, 30), "rcr", None, PlanOverrides(c_in_registers=True, pipeline_stages=2)),
-    (PRECISIONS[5], (64, 64, 64), "rrr", None, PlanOverrides(pipeline_stages=2, c_in_registers=False)),
+    (PRECISIONS[1], (30, 30, 30), "rcr", None, PlanOverrides(c_in_registers=True)),
+    (PRECISIONS[5], (64, 64, 64), "rrr", None, PlanOverrides(c_in_registers=False)),
     (PRECISIONS[5], (64, 64, 64), "rrr", 256, PlanOverrides(fma_micro_tile=(4, 4, 4, 4), fma_thread_pairs=False)),
     (PRECISIONS[5], (64, 64, 64), "crc", 128, PlanOverrides(fma_micro_tile=(8, 4, 8, 4))),
     (PRECISIONS[5], (30, 31, 33), "crr", None, PlanOverrides(c_in_registers=True)),
-    (PRECISIONS[6], (32, 32, 32), "rrr", None, PlanOverrides(c_in_registers=False, pipeline_stages=2)),
+    (PRECISIONS[6], (32, 32, 32), "rrr", None, PlanOverrides(c_in_registers=False)),
     (PRECISIONS[6], (32, 32, 32), "rcr", None, PlanOverrides(min_blocks_per_sm=16)),
 ]
 

@@ -74,7 +74,6 @@ def test_batched_kernel_moves_16_bit_c_16_bytes_a_lane(size, precision, sm, alig
     ("float32", (64, 64, 64), 900, None, False),  # FMA
     ("float16", (24, 40, 56), 900, None, False),  # C staged in shared memory, copied in likewise
     ("float16", (64, 64, 64), 900, None, True),  # wgmma: no gain measured
-    ("float32", (32, 32, 32), 900, PlanOverrides(pipeline_stages=2), True),  # the next item's copies run on
     ("float16", (32, 32, 32), 800, None, True),  # not measured below SM 900: cp.async kept
     ("complex", (32, 32, 32), 900, None, True),  # complex float32 lost with plain loads
 ])
@@ -177,14 +176,9 @@ def test_batched_kernel_pads_shared_memory_but_keeps_global_layout():
     assert [x.smem_ld for x in (kplan.a, kplan.b, kplan.c)] == [72, 72, 68]  # 144, 144, 272 bytes
     assert [x.smem_ld for x in (plan.a, plan.b, plan.c)] == [64, 64, 64]  # device_source keeps it
     assert "lda = 64" in desc.device_source() and "lda = 72" in desc.source
-    assert kplan.pipeline_stages == 1 and kernel_plan(kplan) == kplan  # a block per item: one stage
+    assert kernel_plan(kplan) == kplan  # a block per item: one block GEMM of shared memory
     f32 = kernel_plan(describe(("float32",) * 3, False, "rrr", (32, 32, 32), 900).plan)
-    assert f32.pipeline_stages == 1 and f32.kernel_shared_memory_size == f32.shared_memory_size
-    # Two stages where asked for: the blocks that loop over items copy the next one ahead
-    two = kernel_plan(blasdx.pipeline.plan(describe(("float32",) * 3, False, "rrr", (32, 32, 32), 900),
-                                           PlanOverrides(pipeline_stages=2)))
-    assert two.pipeline_stages == 2 and two.kernel_shared_memory_size == 2 * two.shared_memory_size
-    assert not two.c_in_registers  # C staged, so that cp.async fetches it one item ahead
+    assert f32.kernel_shared_memory_size == f32.shared_memory_size
 
 
 def test_batched_kernel_keeps_the_layout_when_padding_would_not_fit():

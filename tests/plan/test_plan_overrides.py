@@ -18,16 +18,20 @@ F32 = Size(64, 64, 64) + Precision("float32") + ROW + SM(900) + Block()
 def test_no_overrides_is_the_descriptors_own_plan():
     assert pipeline.plan(F16) is F16.plan
     assert pipeline.plan(F16, PlanOverrides()) == F16.plan
-    assert PlanOverrides().is_default and not PlanOverrides(pipeline_stages=1).is_default
+    assert PlanOverrides().is_default and not PlanOverrides(c_in_registers=False).is_default
 
 
-@pytest.mark.parametrize("stages", [1, 2])
-def test_pipeline_stages_override_reaches_the_kernel(stages):
-    plan = pipeline.plan(F16, PlanOverrides(pipeline_stages=stages))
-    kernel = kernel_plan(plan)
-    assert kernel.pipeline_stages == stages
-    assert ("copy_wait_prior<1>" in pipeline.kernel_source(plan)) == (stages == 2)
-    assert kernel.kernel_name != kernel_plan(F16.plan).kernel_name  # overrides are part of the kernel's identity
+def test_an_override_is_part_of_the_kernels_identity():
+    plan = pipeline.plan(F16, PlanOverrides(min_blocks_per_sm=2))
+    assert kernel_plan(plan).kernel_name != kernel_plan(F16.plan).kernel_name
+
+
+def test_the_two_stage_batched_kernel_is_retired():
+    """A block per item (launch.bind) left a second stage no next item to copy: it is gone, and
+    PlanOverrides no longer takes pipeline_stages."""
+    with pytest.raises(blasdx.DescriptorError, match="PlanOverrides takes the keyword arguments .*; got pipeline_stages"):
+        PlanOverrides(pipeline_stages=2)
+    assert "copy_wait_prior<1" not in pipeline.kernel_source(F16.plan)
 
 
 @pytest.mark.parametrize("in_registers", [False, True])
@@ -62,12 +66,11 @@ def test_min_blocks_override_caps_registers_through_launch_bounds():
 
 
 def test_overridden_plan_compiles():
-    plan = pipeline.plan(F32, PlanOverrides(pipeline_stages=2, c_in_registers=True, fma_micro_tile=(8, 4, 8, 4)))
+    plan = pipeline.plan(F32, PlanOverrides(c_in_registers=True, fma_micro_tile=(8, 4, 8, 4)))
     assert pipeline.compile_for_arch(plan, 900).cubin[:4] == b"\x7fELF"
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"pipeline_stages": 3}, "pipeline_stages must be 1 or 2"),
     ({"fma_micro_tile": (8, 4, 3, 4)}, "groups dividing the tile"),
     ({"fma_micro_tile": (8, 4)}, r"\(tile_m, tile_n, group_m, group_n\)"),
     ({"min_blocks_per_sm": 0}, "min_blocks_per_sm must be an int >= 1"),
@@ -79,7 +82,7 @@ def test_bad_overrides_are_descriptor_errors(kwargs, match):
 
 def test_overrides_need_an_executable_descriptor():
     with pytest.raises(blasdx.IncompleteDescriptorError, match="Block"):
-        pipeline.plan(Size(8, 8, 8) + SM(900), PlanOverrides(pipeline_stages=1))
+        pipeline.plan(Size(8, 8, 8) + SM(900), PlanOverrides(c_in_registers=False))
 
 
 def test_clear_caches_empties_every_in_process_cache():
