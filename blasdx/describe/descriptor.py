@@ -27,6 +27,7 @@ from .traits import (
     arrangement_of,
     element_sizes_of,
     extents_of,
+    forbids_wgmma,
     is_complex_of,
     item_operators_of,
     leading_dimension_of,
@@ -307,8 +308,7 @@ class Descriptor:
             return self.tile_descriptor.instruction_choice
         p = self.precision
         base, reason = choose_instruction(p.a, p.b, p.c, self.is_complex, self.sm)
-        family = self._ops.get("InstructionFamily")
-        if family is not None and family.value == "mma":  # type: ignore[attr-defined]
+        if forbids_wgmma(self._ops):
             return base, f"{reason}; InstructionFamily('mma') forbids wgmma"
         choice = self.wgmma_choice
         if choice is None or self.sm != WGMMA_SM:  # wgmma is Hopper's alone: other SMs are not told its conditions

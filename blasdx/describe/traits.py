@@ -170,14 +170,17 @@ def wgmma_threads(m: int, n: int, step: int) -> int:
     return 128 * fewest
 
 
+def forbids_wgmma(ops: Operators) -> bool:
+    """Whether InstructionFamily('mma') rules Hopper's warpgroup MMA out (the warp-level mma.sync runs)."""
+    family = ops.get("InstructionFamily")
+    return family is not None and family.value == "mma"  # type: ignore[attr-defined]
+
+
 def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice | None:
     """Whether wgmma runs, for ``threads`` (default: BlockDim's, else the wgmma suggestion).
     None where it cannot come into question: Size or SM missing, InstructionFamily('mma'),
     or precisions no wgmma takes on an SM other than 900 (no condition worth naming)."""
-    if "Size" not in ops or "SM" not in ops:
-        return None
-    family = ops.get("InstructionFamily")
-    if family is not None and family.value == "mma":  # type: ignore[attr-defined]
+    if "Size" not in ops or "SM" not in ops or forbids_wgmma(ops):
         return None
     size, sm = ops["Size"], ops["SM"].value  # type: ignore[attr-defined]
     m, n, k = size.m, size.n, size.k  # type: ignore[attr-defined]
@@ -283,8 +286,7 @@ def suggested_tile_of(ops: Operators) -> Tile:
     prec = precision_of(ops)
     esize = element_sizes_of(ops)["a"]
     base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], is_complex_of(ops), sm)
-    family = ops.get("InstructionFamily")
-    wgmma = WGMMA_OF.get(base.name) if sm == WGMMA_SM and not (family is not None and family.value == "mma") else None  # type: ignore[attr-defined]
+    wgmma = WGMMA_OF.get(base.name) if sm == WGMMA_SM and not forbids_wgmma(ops) else None
     arr = arrangement_of(ops)
     if wgmma is not None and not wgmma.reads_transposed and not k_major(arr):
         wgmma = None  # K-major only: mma.sync runs
