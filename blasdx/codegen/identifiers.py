@@ -21,7 +21,7 @@ while xor xor_eq __global__ __device__ __host__ __shared__ __constant__ __manage
 
 def is_identifier(name: object) -> TypeGuard[str]:
     """Whether ``name`` is spelled as a C++ identifier (it may still be a keyword)."""
-    return isinstance(name, str) and IDENTIFIER.match(name) is not None
+    return isinstance(name, str) and IDENTIFIER.fullmatch(name) is not None
 
 
 def is_declarable(name: object) -> bool:

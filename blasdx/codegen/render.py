@@ -59,7 +59,7 @@ def _generator_digest(directory: Path) -> str:
 
 
 def kernel_identity(kernel: KernelPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
-    """A text that determines ``render_kernel(kernel, name, fusion)``'s source without
+    """A text that determines ``render_launched(kernel, name, fusion)``'s source without
     rendering it: the generator's digest and the inputs' reprs (the plan's dataclass repr
     holds every field; the fusion's, every hook's expression), for the kernel cache."""
     return f"{_generator_digest(templates_dir())} {name} {kernel!r} {fusion!r}"

@@ -88,7 +88,7 @@ def _not_addable(value: object) -> CompositionError:
     if isinstance(value, type) and issubclass(value, Operator):
         return CompositionError(f"cannot add the class {value.__name__}: {_class_hint(value).strip(' ;')}")
     names = [cls.__name__ for cls in OPERATOR_KINDS]
-    hint = f"; did you mean {value}()?" if value in names else ""
+    hint = f"; did you mean {value}()?" if isinstance(value, str) and value in names else ""
     return CompositionError(f"a descriptor adds operators ({', '.join(names)}) and descriptors only, got {value!r} "
                             f"of type {type(value).__name__}{hint}")
 
@@ -144,7 +144,7 @@ class Descriptor:
             ops[op.kind] = op
         return Descriptor(ops)
 
-    def __radd__(self, other: Operator | Descriptor | int) -> Descriptor:
+    def __radd__(self, other: object) -> Descriptor:
         if isinstance(other, int) and not isinstance(other, bool) and other == 0:  # sum([Size(...), SM(900), ...])
             return self
         if isinstance(other, Operator):
@@ -152,7 +152,8 @@ class Descriptor:
         raise _not_addable(other)
 
     def replace(self, *operators: Operator) -> Descriptor:
-        """A copy with each given operator put in place of the one of its kind."""
+        """A copy with each given operator put in place of the one of its kind; Block() and Grid(), the two
+        ways to run, take each other's place."""
         ops = dict(self._ops)
         for op in operators:
             if not isinstance(op, Operator):

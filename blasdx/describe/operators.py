@@ -79,7 +79,7 @@ class Operator(BaseModel):
     def __add__(self, other: Operator | Descriptor) -> Descriptor:
         return Operator.composition.of(self) + other  # type: ignore[no-any-return]
 
-    def __radd__(self, other: Operator | Descriptor) -> Descriptor:
+    def __radd__(self, other: object) -> Descriptor:
         # Block + Size(...) (the class, not Block()), 5 + Size(...) and sum()'s start, 0: the descriptor says
         return Operator.composition.of(self).__radd__(other)  # type: ignore[no-any-return]
 
@@ -351,7 +351,8 @@ class SM(Operator):
         accepted = accepted_sms()
         if isinstance(v, str):
             spelled = re.fullmatch(r"\s*(?:sm|compute)?_?(\d+)a?\s*", v.lower())
-            hint = f"; did you mean SM({int(spelled[1]) * 10})?" if spelled and int(spelled[1]) * 10 in accepted else ""
+            meant = next((sm for sm in (int(spelled[1]), int(spelled[1]) * 10) if sm in accepted), None) if spelled else None
+            hint = f"; did you mean SM({meant})?" if meant else ""
             raise ValueError(f"must be an int such as 900 (sm_90), got the string {v!r}{hint}")
         v = _strict_int(v, "value")
         if v in accepted:

@@ -341,7 +341,8 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
     prec = precision_of(ops)
     base, _ = choose_instruction(prec["a"], prec["b"], prec["c"], is_complex_of(ops), ops["SM"].value)  # type: ignore[attr-defined]
     if base.is_mma and base.accumulator == "double":
-        if k_major(arrangement_of(ops)) and (tile.m * tile.n < 128 * 128 or ops["SM"].value < 900):  # type: ignore[attr-defined]
+        if k_major(arrangement_of(ops)) and (tile.m * tile.n < 128 * 128
+                                             or not tuning_of(ops["SM"].value).pipelined_float64_fragments):  # type: ignore[attr-defined]
             return min(512, max(128, tile.m * tile.n // (32 * 32) * 32))
         return min(256, max(128, tile.m * tile.n // (64 * 32) * 32))
     if tile.m % 64:

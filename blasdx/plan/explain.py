@@ -97,7 +97,7 @@ def _explain_block(desc: Descriptor, p: GemmPlan | None) -> list[str]:
         lines.append(
             f"{x.name.upper()}: {stored}{' complex' if p.is_complex else ''} "
             f"{x.layout}, ld {x.ld}{' stored elements' if x.pack > 1 else ''}, shared memory [{x.smem_offset}, {x.smem_offset + x.smem_bytes}) "
-            f"bytes{' ' + swizzled if swizzled else ''}; load_{x.name}() copies"
+            f"bytes{' ' + swizzled if swizzled else ''}; device_source()'s load_{x.name}() copies"
             + (" with cp.async" if p.use_cp_async and x.name != "c" and x_aligned.vector_bytes >= 4 else "")
             + f" {_width(x, x_aligned)}"
         )

@@ -1,8 +1,8 @@
 """The batched kernel behind execute(), planned from the block GEMM's plan.
 
-``kernel_plan`` pads the shared-memory copies against bank conflicts, decides how many
-items a block has in flight, where C lives (shared memory or registers) and how A and B are
-copied; ``launch_min_blocks`` gives the kernel's launch bounds.
+``kernel_plan`` pads the shared-memory copies against bank conflicts and decides where C
+lives (shared memory or registers) and how A and B are copied (a block per item, one at a time);
+``BatchedPlan`` is the kernel's plan as the pipeline and the launcher see it; ``launch_min_blocks`` gives the kernel's launch bounds.
 ``KERNEL_PARAMETERS`` is the kernel's parameter list: the template prints it and the
 runtime packs its arguments in its order, so it is written once.
 """

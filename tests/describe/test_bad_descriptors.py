@@ -105,6 +105,9 @@ CASES = [
      r"must be an int such as 900 \(sm_90\), got the string 'sm_90'; did you mean SM\(900\)\?"),
     ("sm as an arch-specific string", lambda: SM("sm_90a"), DescriptorError, r"did you mean SM\(900\)\?"),
     ("sm as a compute capability", lambda: SM(90), DescriptorError, r"got 90; did you mean SM\(900\)\?"),
+    ("sm as a number in a string", lambda: SM("900"), DescriptorError, r"got the string '900'; did you mean SM\(900\)\?"),
+    ("descriptor plus an array", lambda: (Size(8, 8) + SM(800)) + np.array([1, 2]), CompositionError,
+     r"of type ndarray$"),
     ("sm as a numpy bool", lambda: SM(np.bool_(True)), DescriptorError, r"value must be an int, got np.True_"),
     ("size as a numpy float", lambda: Size(np.float64(64), 64, 64), DescriptorError, r"m must be an int, got"),
     ("arrangement column_major", lambda: Arrangement("column_major"), DescriptorError,
@@ -301,6 +304,14 @@ def test_numpy_integers_from_shape_arithmetic_are_accepted():
 def test_precision_names_are_case_insensitive():
     assert Precision("FP16", "BF16", "Float32") == Precision("float16", "bfloat16", "float32")
     assert Precision("Float8_E4M3FN").a == "float8_e4m3"
+
+
+def test_a_name_with_a_trailing_newline_is_not_an_identifier():
+    from blasdx.codegen.identifiers import is_declarable, is_identifier
+
+    assert not is_identifier("gemm\n") and not is_declarable("gemm\n") and is_declarable("gemm")
+    with pytest.raises(DescriptorError, match="device_source name must be a C"):
+        (Size(8, 8, 8) + SM(900) + Block()).device_source("gemm\n")
 
 
 def test_sum_composes_operators_and_descriptors():

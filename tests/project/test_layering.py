@@ -184,7 +184,7 @@ def test_the_planner_reads_measured_choices_from_the_tuning_table_not_sm_literal
     from blasdx.arch import SUPPORTED_SMS
 
     sms = "|".join(str(sm) for sm in (700, 720, *SUPPORTED_SMS))
-    pattern = re.compile(rf"\b(?:sm|arch)\b\s*(?:>=|<=|==|!=|<|>)\s*(?:{sms})\b")
+    pattern = re.compile(rf"(?:\b(?:sm|arch)\b|\.value)\s*(?:>=|<=|==|!=|<|>)\s*(?:{sms})\b")
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.name in ("arch.py", "tuning.py", "__main__.py"):  # the demo compares a GPU with its descriptor
