@@ -274,8 +274,6 @@ def execute(block: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any
         if bound.overlaps(pa, pb, pc, pbias):
             _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...
             bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
-        if not bound.grid:
-            return c
         try:
             bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, block),
                          stream_handle(stream, c if on_torch else None), pbias)
@@ -291,14 +289,13 @@ def execute(block: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any
     with cupy.cuda.Device(vc.device_id):
         alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
         loaded = launched_kernel(block, alignment, fusion, vc.device_id, va.batch)  # DeviceError, CompileError
-        if vc.batch == 0:  # an empty batch, checked: nothing to compute, and a grid of 0 blocks is no launch
+        if vc.batch == 0:  # an empty batch, checked: nothing to compute (and every bound launch has a block)
             return c
         bound = bind(loaded, va, vb, vc, bv)
         if signature is not None:
             BOUND_LAUNCHES.put(signature[0], bound)
-        if bound.grid:
-            bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, block), handle,
-                         0 if bv is None else bv.ptr)
+        bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, block), handle,
+                     0 if bv is None else bv.ptr)
     return c
 
 
