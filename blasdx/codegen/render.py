@@ -126,6 +126,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "acc_type": f"blasdx::complex<{plan.acc_type}>" if plan.is_complex else plan.acc_type,
         "block_dim": plan.block_dim,
         "threads": plan.threads,
+        "warp_scope": plan.scope == "warp",
         "warps": plan.warps,
         "shared_memory_size": plan.shared_memory_size,
         "mma": instr.is_mma,

@@ -121,6 +121,9 @@ class GemmPlan:
     # float64 mma Grid() tiles with A and B K-major: the K loop, unrolled, loads the next step's
     # fragments into a second set of registers while the current step multiplies (see make_plan).
     pipelined_fragments: bool = False
+    # Whose threads run the GEMM: "block" (the block's first `threads`, its barrier __syncthreads) or
+    # "warp" (each warp of the block its own GEMM, by lane, its barrier __syncwarp).
+    scope: str = "block"
     overrides: PlanOverrides = NO_OVERRIDES
 
     @cached_property

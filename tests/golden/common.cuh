@@ -336,15 +336,15 @@ __device__ __forceinline__ void fence_async_shared() {
 #endif
 }
 
-// Wait for this thread's cp.async copies, then for the whole block; with ForWgmma, what the
-// block wrote to shared memory is then visible to wgmma too.
-template <bool ForWgmma = false>
+// Wait for this thread's cp.async copies, then for the whole block (with WarpOnly, the warp); with
+// ForWgmma, what the block wrote to shared memory is then visible to wgmma too.
+template <bool ForWgmma = false, bool WarpOnly = false>
 __device__ __forceinline__ void copy_wait() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
   if constexpr (ForWgmma) fence_async_shared();
-  __syncthreads();
+  if constexpr (WarpOnly) __syncwarp(); else __syncthreads();
 }
 
 // Close this thread's group of cp.async copies started since the last commit.

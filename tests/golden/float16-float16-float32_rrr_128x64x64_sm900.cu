@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_379fa141
+// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_6f7491a0
 //   128x64x64, wgmma_f16, 256 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 256 threads of the block (in thread-rank
@@ -18,13 +18,17 @@ constexpr int m = 128, n = 64, k = 64;
 // A and B lie in shared memory in the swizzled layouts wgmma reads (rows of 128 and
 // 128 bytes), which have no leading dimension: load_a/load_b write them; element (r, c)
 // is sa[a_index(r, c)] / sb[b_index(r, c)]. After writing them with your own stores, call
-// copy_wait() (it makes them visible to wgmma), not a bare __syncthreads(). wgmma runs where
+// copy_wait() (it makes them visible to wgmma), not a bare gemm_sync(). wgmma runs where
 // sa and sb start on multiples of 1024 bytes (extern __shared__ __align__(1024), a_offset,
 // b_offset); elsewhere mma.sync computes the same.
 constexpr int ldc = 68;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 64;
 constexpr unsigned block_dim_x = 256, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 256;
+// The block's first `threads` threads run the GEMM: gemm_rank() is the thread's rank,
+// gemm_sync() the block's barrier.
+__device__ __forceinline__ int gemm_rank() { return blasdx::thread_rank(); }
+__device__ __forceinline__ void gemm_sync() { __syncthreads(); }
 // Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
 // alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 59392;
@@ -49,56 +53,56 @@ __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ld
 // never leading-dimension padding. With a run-time leading dimension, the copies move
 // the widest vectors that it and the pointer allow, else one element at a time.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<128, 128, 2, threads, false, 128>(global, 128, shared, 128, blasdx::thread_rank());
+  blasdx::copy_runs<128, 128, 2, threads, false, 128>(global, 128, shared, 128, gemm_rank());
 }
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
   const long long ld_bytes = ld / 1 * 2;
-  blasdx::copy_runs<128, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+  blasdx::copy_runs<128, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, gemm_rank());
 }
 // An edge tile: the first rows x cols of the 128x64 A lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 2;
   const int outer_valid = rows, inner_valid = cols * 2;
-  blasdx::copy_runs_partial<128, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<128, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, gemm_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<64, 128, 2, threads, false, 128>(global, 128, shared, 128, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 2, threads, false, 128>(global, 128, shared, 128, gemm_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
   const long long ld_bytes = ld / 1 * 2;
-  blasdx::copy_runs<64, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, gemm_rank());
 }
 // An edge tile: the first rows x cols of the 64x64 B lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 2;
   const int outer_valid = rows, inner_valid = cols * 2;
-  blasdx::copy_runs_partial<64, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<64, 128, 2, threads, false, 128>(global, ld_bytes, shared, 128, gemm_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<128, 256, 4, threads, true>(global, 256, shared, 272, blasdx::thread_rank());
+  blasdx::copy_runs<128, 256, 4, threads, true>(global, 256, shared, 272, gemm_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
-  blasdx::copy_runs<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank());
+  blasdx::copy_runs<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, gemm_rank());
 }
 // An edge tile: the first rows x cols of the 128x64 C lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 4;
   const int outer_valid = rows, inner_valid = cols * 4;
-  blasdx::copy_runs_partial<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<128, 256, 4, threads, true>(global, ld_bytes, shared, 272, gemm_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, 256, blasdx::thread_rank());
+  blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, 256, gemm_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long long ld) {
   const long long ld_bytes = ld * 4;
   if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, ld_bytes, gemm_rank());
   else
-    blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<128, 256, 4, threads, false>(shared, 272, global, ld_bytes, gemm_rank());
 }
 // Whether load_a and load_b move 16-byte pieces cut from aligned loads even where the leading dimension
 // and pointer allow vectors of 2 and 2 bytes (their copies then check the bounds of each piece anyway).
@@ -727,7 +731,7 @@ template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class 
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
-  const int rank = blasdx::thread_rank();
+  const int rank = gemm_rank();
   if (rank < workers) {
     const worker w(rank);
     for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
@@ -738,7 +742,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
       store_tile(acc, w, at, sc, ldc, alpha, beta, c_load, c_store);  // ldc: C in shared memory
     }
   }
-  __syncthreads();
+  gemm_sync();
 }
 
 // --- Accumulators in registers: the device API ---------------------------------------------
@@ -761,7 +765,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
 // goes in C. Values outside m x n, and all values of threads past the first 8 warps, are not
 // part of C: acc.in_bounds(i) is false for them, load leaves them zero, store skips them.
-// multiply, load and store do not synchronize: call __syncthreads() before other threads read
+// multiply, load and store do not synchronize: call gemm_sync() before other threads read
 // what store wrote to shared memory, or before A and B in shared memory are overwritten.
 constexpr int passes = (tiles + tile_step - 1) / tile_step;  // tiles per thread
 
@@ -794,7 +798,7 @@ constexpr bool multiply_skips_idle_threads = true;
 
 __device__ __forceinline__ accumulator make_accumulator() {
   accumulator acc;
-  acc.rank = blasdx::thread_rank();
+  acc.rank = gemm_rank();
 #pragma unroll
   for (int p = 0; p < passes; ++p) zero_tile(acc.tile[p]);
   return acc;
@@ -841,7 +845,7 @@ __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb,
 // this returns at once, and until multiply_wait says they are done, neither acc nor A and B in shared
 // memory may be touched (a K loop multiplies the next tile meanwhile: wgmma chains on the same
 // accumulators); elsewhere it is multiply(). ptxas keeps a group in flight past multiply_wait<1> only
-// where it sees that no thread past `threads` reaches it (return those first: if (blasdx::thread_rank()
+// where it sees that no thread past `threads` reaches it (return those first: if (gemm_rank()
 // >= threads) return;) and that no path joins multiply_wait<0> without a group (enter the K loop
 // only if it runs at least once); otherwise it waits after every wgmma (ptxas -v: C7515, C7518).
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
@@ -935,7 +939,7 @@ __device__ __forceinline__ void multiply_chained(const Source& a, a_t* sa, const
 #pragma unroll
   for (int i = 0; i < Source::size; ++i)
     if (a.in_bounds(i)) sa[a_index(a.row(i), a.col(i))] = blasdx::convert<a_t>(a[i]);
-  blasdx::copy_wait<true>();
+  copy_wait();
   multiply(sa, sb, acc);
 }
 
@@ -982,7 +986,7 @@ __device__ __forceinline__ void store_partial(const accumulator& acc, c_t* c, lo
 
 // The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in
 // shared memory, for instance (index = other::a_index), whose wgmma then reads it (the
-// writes are made visible to it; call __syncthreads() before the other multiply).
+// writes are made visible to it; call gemm_sync() before the other multiply).
 template <class Index, class CLoad = blasdx::identity, class CStore = blasdx::identity>
 __device__ __forceinline__ void store_at(const accumulator& acc, c_t* c, const Index& index, const scalar_t& alpha,
                                          const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
@@ -1028,7 +1032,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(256) blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_379fa141(
+extern "C" __global__ void __launch_bounds__(256) blasdx_gemm_sm900_f16f16f32_128x64x64_rrr_t256_6f7491a0(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];

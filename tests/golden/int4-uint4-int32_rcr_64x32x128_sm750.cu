@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_4113b5a1
+// blasdx block GEMM blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_eec3d3c4
 //   64x32x128, mma_i4, 64 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 64 threads of the block (in thread-rank
@@ -19,6 +19,10 @@ constexpr int lda = 80, ldb = 80, ldc = 36;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 32;
 constexpr unsigned block_dim_x = 64, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 64;
+// The block's first `threads` threads run the GEMM: gemm_rank() is the thread's rank,
+// gemm_sync() the block's barrier.
+__device__ __forceinline__ int gemm_rank() { return blasdx::thread_rank(); }
+__device__ __forceinline__ void gemm_sync() { __syncthreads(); }
 // Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
 // alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 16896;
@@ -43,42 +47,42 @@ __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ld
 // never leading-dimension padding. With a run-time leading dimension, the copies move
 // the widest vectors that it and the pointer allow, else one element at a time.
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<64, 64, 1, threads, false>(global, 64, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<64, 64, 1, threads, false>(global, 64, shared, 80, gemm_rank());
 }
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
   const long long ld_bytes = ld / 2 * 1;
-  blasdx::copy_runs<64, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<64, 64, 1, threads, false>(global, ld_bytes, shared, 80, gemm_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<32, 64, 1, threads, false>(global, 64, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<32, 64, 1, threads, false>(global, 64, shared, 80, gemm_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
   const long long ld_bytes = ld / 2 * 1;
-  blasdx::copy_runs<32, 64, 1, threads, false>(global, ld_bytes, shared, 80, blasdx::thread_rank());
+  blasdx::copy_runs<32, 64, 1, threads, false>(global, ld_bytes, shared, 80, gemm_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<64, 128, 4, threads, false>(global, 128, shared, 144, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 4, threads, false>(global, 128, shared, 144, gemm_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
-  blasdx::copy_runs<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, gemm_rank());
 }
 // An edge tile: the first rows x cols of the 64x32 C lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 4;
   const int outer_valid = rows, inner_valid = cols * 4;
-  blasdx::copy_runs_partial<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<64, 128, 4, threads, false>(global, ld_bytes, shared, 144, gemm_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, 128, blasdx::thread_rank());
+  blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, 128, gemm_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long long ld) {
   const long long ld_bytes = ld * 4;
   if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, ld_bytes, gemm_rank());
   else
-    blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<64, 128, 4, threads, false>(shared, 144, global, ld_bytes, gemm_rank());
 }
 // Whether load_a and load_b move 16-byte pieces cut from aligned loads even where the leading dimension
 // and pointer allow vectors of 1 and 1 bytes (their copies then check the bounds of each piece anyway).
@@ -432,7 +436,7 @@ template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class 
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
-  const int rank = blasdx::thread_rank();
+  const int rank = gemm_rank();
   if (rank < workers) {
     const worker w(rank);
     for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
@@ -443,7 +447,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
       store_tile(acc, w, at, sc, ldc, alpha, beta, c_load, c_store);  // ldc: C in shared memory
     }
   }
-  __syncthreads();
+  gemm_sync();
 }
 
 // --- Accumulators in registers: the device API ---------------------------------------------
@@ -465,7 +469,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
 // goes in C. Values outside m x n, and all values of threads past the first 2 warps, are not
 // part of C: acc.in_bounds(i) is false for them, load leaves them zero, store skips them.
-// multiply, load and store do not synchronize: call __syncthreads() before other threads read
+// multiply, load and store do not synchronize: call gemm_sync() before other threads read
 // what store wrote to shared memory, or before A and B in shared memory are overwritten.
 constexpr int passes = (tiles + tile_step - 1) / tile_step;  // tiles per thread
 
@@ -498,7 +502,7 @@ constexpr bool multiply_skips_idle_threads = workers < threads;
 
 __device__ __forceinline__ accumulator make_accumulator() {
   accumulator acc;
-  acc.rank = blasdx::thread_rank();
+  acc.rank = gemm_rank();
   // A thread launched past block_dim multiplies a worker's tiles where multiply does not skip it:
   // its warp issues mma.sync and ldmatrix, which need all 32 lanes. A block larger than block_dim
   // that ends in part of a warp stops here, before any loop (a test of blockDim alone: no thread
@@ -581,7 +585,7 @@ __device__ __forceinline__ void multiply_chained(const Source& a, a_t* sa, const
 #pragma unroll
   for (int i = 0; i < Source::size; ++i)
     if (a.in_bounds(i)) sa[a_index(a.row(i), a.col(i))] = blasdx::convert<a_t>(a[i]);
-  blasdx::copy_wait<false>();
+  copy_wait();
   multiply(sa, sb, acc);
 }
 
@@ -645,7 +649,7 @@ __device__ __forceinline__ void store_partial(const accumulator& acc, c_t* c, lo
 
 // The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in
 // shared memory, for instance (index = other::a_index), whose wgmma then reads it (the
-// writes are made visible to it; call __syncthreads() before the other multiply).
+// writes are made visible to it; call gemm_sync() before the other multiply).
 template <class Index, class CLoad = blasdx::identity, class CStore = blasdx::identity>
 __device__ __forceinline__ void store_at(const accumulator& acc, c_t* c, const Index& index, const scalar_t& alpha,
                                          const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
@@ -678,7 +682,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_4113b5a1(
+extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm750_s4u4s32_64x32x128_rcr_t64_eec3d3c4(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];

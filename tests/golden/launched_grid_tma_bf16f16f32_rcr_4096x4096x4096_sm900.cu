@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm900_bf16bf16f32_256x128x64_rcr_t512_c25bd9ba
+// blasdx block GEMM blasdx_gemm_sm900_bf16bf16f32_256x128x64_rcr_t512_cffdb450
 //   256x128x64, wgmma_bf16, 512 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 512 threads of the block (in thread-rank
@@ -18,13 +18,17 @@ constexpr int m = 256, n = 128, k = 64;
 // A and B lie in shared memory in the swizzled layouts wgmma reads (rows of 128 and
 // 128 bytes), which have no leading dimension: load_a/load_b write them; element (r, c)
 // is sa[a_index(r, c)] / sb[b_index(r, c)]. After writing them with your own stores, call
-// copy_wait() (it makes them visible to wgmma), not a bare __syncthreads(). wgmma runs where
+// copy_wait() (it makes them visible to wgmma), not a bare gemm_sync(). wgmma runs where
 // sa and sb start on multiples of 1024 bytes (extern __shared__ __align__(1024), a_offset,
 // b_offset); elsewhere mma.sync computes the same.
 constexpr int ldc = 128;  // in shared memory
 constexpr int global_lda = 64, global_ldb = 64, global_ldc = 128;
 constexpr unsigned block_dim_x = 512, block_dim_y = 1, block_dim_z = 1;
 constexpr int threads = 512;
+// The block's first `threads` threads run the GEMM: gemm_rank() is the thread's rank,
+// gemm_sync() the block's barrier.
+__device__ __forceinline__ int gemm_rank() { return blasdx::thread_rank(); }
+__device__ __forceinline__ void gemm_sync() { __syncthreads(); }
 // Bytes of shared memory for A, B and C placed one after another at these offsets; for A and B
 // alone (a kernel whose C stays in the register accumulators), shared_memory_size_ab.
 constexpr unsigned shared_memory_size = 49152;
@@ -50,14 +54,14 @@ __device__ __forceinline__ int c_index(int r, int c) { return c_element(r, c, ld
 // the widest vectors that it and the pointer allow, else one element at a time (16-byte pieces
 // cut from aligned loads where elements of 1 or 2 bytes would move one by one: *_shifted_copies).
 __device__ __forceinline__ void load_a(const a_t* global, a_t* shared) {
-  blasdx::copy_runs<256, 128, 16, threads, true, 128>(global, 128, shared, 128, blasdx::thread_rank());
+  blasdx::copy_runs<256, 128, 16, threads, true, 128>(global, 128, shared, 128, gemm_rank());
 }
 __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* shared) {
   const long long ld_bytes = ld / 1 * 2;
   if (ld_bytes % 16 == 0)
-    blasdx::copy_runs<256, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+    blasdx::copy_runs<256, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, gemm_rank());
   else
-    blasdx::copy_runs_shifted<256, 128, threads, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+    blasdx::copy_runs_shifted<256, 128, threads, 128>(global, ld_bytes, shared, 128, gemm_rank());
 }
 // An edge tile: the first rows x cols of the 256x64 A lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
@@ -65,19 +69,19 @@ __device__ __forceinline__ void load_a(const a_t* global, long long ld, a_t* sha
   const long long ld_bytes = ld * 2;
   const int outer_valid = rows, inner_valid = cols * 2;
   if (ld_bytes % 16 == 0)
-    blasdx::copy_runs_partial<256, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank(), outer_valid, inner_valid);
+    blasdx::copy_runs_partial<256, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, gemm_rank(), outer_valid, inner_valid);
   else
-    blasdx::copy_runs_shifted<256, 128, threads, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank(), outer_valid, inner_valid);
+    blasdx::copy_runs_shifted<256, 128, threads, 128>(global, ld_bytes, shared, 128, gemm_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void load_b(const b_t* global, b_t* shared) {
-  blasdx::copy_runs<128, 128, 16, threads, true, 128>(global, 128, shared, 128, blasdx::thread_rank());
+  blasdx::copy_runs<128, 128, 16, threads, true, 128>(global, 128, shared, 128, gemm_rank());
 }
 __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* shared) {
   const long long ld_bytes = ld / 1 * 2;
   if (ld_bytes % 16 == 0)
-    blasdx::copy_runs<128, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+    blasdx::copy_runs<128, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, gemm_rank());
   else
-    blasdx::copy_runs_shifted<128, 128, threads, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank());
+    blasdx::copy_runs_shifted<128, 128, threads, 128>(global, ld_bytes, shared, 128, gemm_rank());
 }
 // An edge tile: the first rows x cols of the 64x128 B lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
@@ -85,33 +89,33 @@ __device__ __forceinline__ void load_b(const b_t* global, long long ld, b_t* sha
   const long long ld_bytes = ld * 2;
   const int outer_valid = cols, inner_valid = rows * 2;
   if (ld_bytes % 16 == 0)
-    blasdx::copy_runs_partial<128, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank(), outer_valid, inner_valid);
+    blasdx::copy_runs_partial<128, 128, 16, threads, true, 128>(global, ld_bytes, shared, 128, gemm_rank(), outer_valid, inner_valid);
   else
-    blasdx::copy_runs_shifted<128, 128, threads, 128>(global, ld_bytes, shared, 128, blasdx::thread_rank(), outer_valid, inner_valid);
+    blasdx::copy_runs_shifted<128, 128, threads, 128>(global, ld_bytes, shared, 128, gemm_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void load_c(const c_t* global, c_t* shared) {
-  blasdx::copy_runs<256, 512, 4, threads, true>(global, 512, shared, 512, blasdx::thread_rank());
+  blasdx::copy_runs<256, 512, 4, threads, true>(global, 512, shared, 512, gemm_rank());
 }
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared) {
   const long long ld_bytes = ld / 1 * 4;
-  blasdx::copy_runs<256, 512, 4, threads, true>(global, ld_bytes, shared, 512, blasdx::thread_rank());
+  blasdx::copy_runs<256, 512, 4, threads, true>(global, ld_bytes, shared, 512, gemm_rank());
 }
 // An edge tile: the first rows x cols of the 256x128 C lie in the matrix (the rest
 // of the tile becomes zero in shared memory; nothing outside is read).
 __device__ __forceinline__ void load_c(const c_t* global, long long ld, c_t* shared, int rows, int cols) {
   const long long ld_bytes = ld * 4;
   const int outer_valid = rows, inner_valid = cols * 4;
-  blasdx::copy_runs_partial<256, 512, 4, threads, true>(global, ld_bytes, shared, 512, blasdx::thread_rank(), outer_valid, inner_valid);
+  blasdx::copy_runs_partial<256, 512, 4, threads, true>(global, ld_bytes, shared, 512, gemm_rank(), outer_valid, inner_valid);
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global) {
-  blasdx::copy_runs<256, 512, 4, threads, false>(shared, 512, global, 512, blasdx::thread_rank());
+  blasdx::copy_runs<256, 512, 4, threads, false>(shared, 512, global, 512, gemm_rank());
 }
 __device__ __forceinline__ void store_c(const c_t* shared, c_t* global, long long ld) {
   const long long ld_bytes = ld * 4;
   if (ld_bytes % 4 == 0 && reinterpret_cast<unsigned long long>(global) % 4 == 0)
-    blasdx::copy_runs<256, 512, 4, threads, false>(shared, 512, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<256, 512, 4, threads, false>(shared, 512, global, ld_bytes, gemm_rank());
   else
-    blasdx::copy_runs<256, 512, 4, threads, false>(shared, 512, global, ld_bytes, blasdx::thread_rank());
+    blasdx::copy_runs<256, 512, 4, threads, false>(shared, 512, global, ld_bytes, gemm_rank());
 }
 // Whether load_a and load_b move 16-byte pieces cut from aligned loads even where the leading dimension
 // and pointer allow vectors of 16 and 16 bytes (their copies then check the bounds of each piece anyway).
@@ -794,7 +798,7 @@ template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class 
 __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, const b_t* sb, const scalar_t& beta,
                                         c_t* sc, const ALoad& a_load = {}, const BLoad& b_load = {},
                                         const CLoad& c_load = {}, const CStore& c_store = {}) {
-  const int rank = blasdx::thread_rank();
+  const int rank = gemm_rank();
   if (rank < workers) {
     const worker w(rank);
     for (int tile = first_tile(rank); tile < tiles; tile += tile_step) {
@@ -805,7 +809,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
       store_tile(acc, w, at, sc, ldc, alpha, beta, c_load, c_store);  // ldc: C in shared memory
     }
   }
-  __syncthreads();
+  gemm_sync();
 }
 
 // --- Accumulators in registers: the device API ---------------------------------------------
@@ -828,7 +832,7 @@ __device__ __forceinline__ void execute(const scalar_t& alpha, const a_t* sa, co
 // A thread holds `passes` tiles; acc.row(i) and acc.col(i) say where value i
 // goes in C. Values outside m x n, and all values of threads past the first 16 warps, are not
 // part of C: acc.in_bounds(i) is false for them, load leaves them zero, store skips them.
-// multiply, load and store do not synchronize: call __syncthreads() before other threads read
+// multiply, load and store do not synchronize: call gemm_sync() before other threads read
 // what store wrote to shared memory, or before A and B in shared memory are overwritten.
 constexpr int passes = (tiles + tile_step - 1) / tile_step;  // tiles per thread
 
@@ -861,7 +865,7 @@ constexpr bool multiply_skips_idle_threads = true;
 
 __device__ __forceinline__ accumulator make_accumulator() {
   accumulator acc;
-  acc.rank = blasdx::thread_rank();
+  acc.rank = gemm_rank();
 #pragma unroll
   for (int p = 0; p < passes; ++p) zero_tile(acc.tile[p]);
   return acc;
@@ -908,7 +912,7 @@ __device__ __forceinline__ void multiply_each_tile(const a_t* sa, const b_t* sb,
 // this returns at once, and until multiply_wait says they are done, neither acc nor A and B in shared
 // memory may be touched (a K loop multiplies the next tile meanwhile: wgmma chains on the same
 // accumulators); elsewhere it is multiply(). ptxas keeps a group in flight past multiply_wait<1> only
-// where it sees that no thread past `threads` reaches it (return those first: if (blasdx::thread_rank()
+// where it sees that no thread past `threads` reaches it (return those first: if (gemm_rank()
 // >= threads) return;) and that no path joins multiply_wait<0> without a group (enter the K loop
 // only if it runs at least once); otherwise it waits after every wgmma (ptxas -v: C7515, C7518).
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
@@ -1002,7 +1006,7 @@ __device__ __forceinline__ void multiply_chained(const Source& a, a_t* sa, const
 #pragma unroll
   for (int i = 0; i < Source::size; ++i)
     if (a.in_bounds(i)) sa[a_index(a.row(i), a.col(i))] = blasdx::convert<a_t>(a[i]);
-  blasdx::copy_wait<true>();
+  copy_wait();
   multiply(sa, sb, acc);
 }
 
@@ -1049,7 +1053,7 @@ __device__ __forceinline__ void store_partial(const accumulator& acc, c_t* c, lo
 
 // The same, with C(r, col) at c[index(r, col)] in any layout: another GEMM's A or B in
 // shared memory, for instance (index = other::a_index), whose wgmma then reads it (the
-// writes are made visible to it; call __syncthreads() before the other multiply).
+// writes are made visible to it; call gemm_sync() before the other multiply).
 template <class Index, class CLoad = blasdx::identity, class CStore = blasdx::identity>
 __device__ __forceinline__ void store_at(const accumulator& acc, c_t* c, const Index& index, const scalar_t& alpha,
                                          const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
@@ -1092,7 +1096,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 
 }  // namespace blasdx_block_gemm
 
-// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_13d08e08: 4096x4096x4096 in tiles of 256x128x64
+// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_51c0663e: 4096x4096x4096 in tiles of 256x128x64
 // Added to namespace blasdx_block_gemm, whose block GEMM (above) is one tile: a block computes a tile of C
 // with mainloop() into an accumulator, then writes it (store_block_tile), or does more with it first.
 //   for (int t = blockIdx.x; t < block_tiles; t += gridDim.x) {         // any order of tiles
@@ -1539,7 +1543,7 @@ __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, GRID_PARAMETERS, TMA_PARAMETERS), in that order.
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 64,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_13d08e08(
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_51c0663e(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace, const __grid_constant__ blasdx::tensor_map a_map, const __grid_constant__ blasdx::tensor_map b_map) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];
