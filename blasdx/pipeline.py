@@ -1,7 +1,9 @@
 """The one module that chains the data flow: plan -> render -> compile -> load -> launch.
 
-    Descriptor --plan--> GemmPlan --kernel_plan--> batched plan --render--> CUDA source
+    Descriptor --plan--> its kind's plan --launched_plan--> kernel plan --render--> CUDA source
         --compile (NVRTC, cached)--> cubin --load--> Kernel --bind/launch--> result
+
+Each step that depends on the execution kind asks the kind (blasdx.kinds); none tests which it is.
 
 The Descriptor's doers (``plan``, ``source``, ``device_source()``, ``explain()``,
 ``compile()``, ``execute()``) are one-line calls into this module. Benchmarks and
@@ -16,7 +18,6 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from . import settings
@@ -37,17 +38,8 @@ from .compiler import (
 )
 from .describe.descriptor import Descriptor
 from .errors import CompileError, DeviceError, UnsupportedError
-from .plan import (
-    DescriptorPlan,
-    PlanOverrides,
-    aligned_plan,
-    grid_with_alignment,
-    kernel_plan,
-    launched_plan,
-    make_grid_plan,
-    make_plan,
-    with_alignment,
-)
+from .kinds import aligned_plan, launched_plan, of_descriptor, render_device_source, render_launched
+from .plan import NO_OVERRIDES, DescriptorPlan, PlanOverrides, grid_with_alignment, kernel_plan, with_alignment
 from .plan import explain as explaining
 from .runtime.arguments import (
     BiasView,
@@ -75,29 +67,26 @@ from .version import __version__
 
 
 def plan(desc: Descriptor, overrides: PlanOverrides | None = None) -> DescriptorPlan:
-    """The plan of an executable descriptor, with ``overrides`` in place of the block GEMM
-    planner's choices (Block() only). Without overrides it is ``desc.plan``, planned once per
-    descriptor."""
+    """The plan of an executable descriptor, with ``overrides`` in place of the planner's choices
+    (UnsupportedError where its kind has none to override). Without overrides it is ``desc.plan``,
+    planned once per descriptor."""
     if overrides is None:
         return desc.plan
     desc.plan  # noqa: B018 - raises IncompleteDescriptorError for a descriptor that cannot run
-    if desc.execution != "Block":
-        raise UnsupportedError(f"PlanOverrides fix choices of Block() descriptors; a {desc.execution}() descriptor "
-                               f"takes its choices as operators (Tile, Stages, BlockDim)")
-    return make_plan(desc, overrides)
-
-
-# The planner of each execution kind, by its operator (Descriptor.execution).
-PLANNERS: dict[str | None, Callable[[Descriptor], DescriptorPlan]] = {"Block": make_plan, "Grid": make_grid_plan}
+    return of_descriptor(desc).plan(desc, overrides)  # type: ignore[no-any-return]
 
 
 def plan_of(desc: Descriptor) -> DescriptorPlan:
     """The plan of an executable descriptor (its ``plan``, which calls this once)."""
-    return PLANNERS[desc.execution](desc)
+    return of_descriptor(desc).plan(desc, NO_OVERRIDES)  # type: ignore[no-any-return]
 
 
 def explain(desc: Descriptor, width: int = explaining.WIDTH) -> str:
-    return explaining.explain(desc, desc.plan if desc.is_executable else None, width)
+    """explain()'s text: its kind's account of the descriptor's plan (the block GEMM's where it has no
+    execution operator)."""
+    lines = (of_descriptor(desc).explain(desc, desc.plan) if desc.is_executable
+             else explaining.explain_block(desc, None))
+    return explaining.text(lines, width)
 
 
 # Fusions of hooks given as names, expressions or Hook values (and None), by (hooks, has_bias,
@@ -113,8 +102,8 @@ def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: 
     """execute()'s element-wise hooks as a Fusion value (NO_FUSION where there are none),
     resolved once per plan for hooks given as names, expressions or Hook values: a later call
     with the same ones pays one dictionary lookup."""
-    block = desc.plan
-    key = (prologue, epilogue, a_load, b_load, c_load, c_store, has_bias, block)
+    plan = desc.plan
+    key = (prologue, epilogue, a_load, b_load, c_load, c_store, has_bias, plan)
     try:
         resolved = _RESOLVED_FUSIONS.get(key)
     except TypeError:  # an unhashable hook: make_fusion below names it in its error
@@ -126,8 +115,8 @@ def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: 
         return NO_FUSION
     resolved = make_fusion(prologue=prologue, epilogue=epilogue, a_load=a_load, b_load=b_load, c_load=c_load,
                            c_store=c_store, has_bias=has_bias,
-                           precisions=(block.a.precision, block.b.precision, block.c.precision),
-                           scalar_precision=block.scalar_precision, is_complex=block.is_complex)
+                           precisions=(plan.a.precision, plan.b.precision, plan.c.precision),
+                           scalar_precision=plan.scalar_precision, is_complex=plan.is_complex)
     if all(h is None or isinstance(h, (str, Hook)) for h in hooks) and len(_RESOLVED_FUSIONS) < _RESOLVED_FUSIONS_LIMIT:
         _RESOLVED_FUSIONS[key] = resolved
     return resolved
@@ -136,16 +125,16 @@ def fusion(desc: Descriptor, prologue: Any, epilogue: Any, a_load: Any, b_load: 
 # --- plan -> CUDA source -----------------------------------------------------------------
 
 
-def device_source(block: DescriptorPlan, name: str = "gemm") -> str:
+def device_source(plan: DescriptorPlan, name: str = "gemm") -> str:
     """The block GEMM as device code in namespace ``name`` (the descriptor's layout); for a
     Grid() descriptor, its tile's block GEMM and the pieces of its tile loop."""
-    return render.render_device_source_of(block, name)
+    return render_device_source(plan, name)
 
 
-def kernel_source(block: DescriptorPlan, fusion: Fusion = NO_FUSION) -> str:
+def kernel_source(plan: DescriptorPlan, fusion: Fusion = NO_FUSION) -> str:
     """The complete source of the kernel behind ``execute()``."""
-    kernel = launched_plan(block)
-    return render.render_launched(kernel, kernel_name(kernel, fusion), fusion)
+    kernel = launched_plan(plan)
+    return render_launched(kernel, kernel_name(kernel, fusion), fusion)
 
 
 # --- source -> cubin ---------------------------------------------------------------------
@@ -153,25 +142,25 @@ def kernel_source(block: DescriptorPlan, fusion: Fusion = NO_FUSION) -> str:
 _compiled: dict[tuple[DescriptorPlan, int, Fusion], CompiledKernel] = {}
 
 
-def compile_for_arch(block: DescriptorPlan, arch: int, fusion: Fusion | None = None, *,
+def compile_for_arch(plan: DescriptorPlan, arch: int, fusion: Fusion | None = None, *,
                      cache: Any = None) -> CompiledKernel:
-    """Render and compile the batched kernel of ``block`` (with the hooks of ``fusion``) for
+    """Render and compile the kernel execute() launches for ``plan`` (with the hooks of ``fusion``) for
     ``arch`` (as 900). With the default cache, a kernel compiled before in this process is
     returned without rendering or hashing its source again."""
     check_arch(arch)
     fusion = fusion or NO_FUSION  # None and NO_FUSION are the same kernel
-    memo_key = (block, arch, fusion)
+    memo_key = (plan, arch, fusion)
     if cache is None and memo_key in _compiled:
         return _compiled[memo_key]
-    if arch < block.sm:
+    if arch < plan.sm:
         raise UnsupportedError(
-            f"arch {arch} is older than the descriptor's SM({block.sm}); compile for SM {block.sm} "
+            f"arch {arch} is older than the descriptor's SM({plan.sm}); compile for SM {plan.sm} "
             f"or newer, or use .replace(SM({arch}))"
         )
-    kernel = launched_plan(block)
+    kernel = launched_plan(plan)
     name = kernel_name(kernel, fusion)
     try:
-        entry = compile_source(lambda: render.render_launched(kernel, name, fusion), arch, name=name, cache=cache,
+        entry = compile_source(lambda: render_launched(kernel, name, fusion), arch, name=name, cache=cache,
                                metadata={"kernel_name": name}, identity=render.kernel_identity(kernel, name, fusion))
     except CompileError as exc:
         if not fusion.expressions:
@@ -201,32 +190,32 @@ _loaded: dict[tuple[DescriptorPlan, Fusion, int], Kernel] = {}
 _load_lock = threading.Lock()
 
 
-def kernel(block: DescriptorPlan, fusion: Fusion | None = None, device_id: int | None = None,
+def kernel(plan: DescriptorPlan, fusion: Fusion | None = None, device_id: int | None = None,
            action: str = "execute()") -> Kernel:
-    """The batched kernel of ``block`` loaded on a device (default: the current one),
+    """The kernel execute() launches for ``plan``, loaded on a device (default: the current one),
     compiled for that device's architecture (the plan's SM picked the algorithm); ``action``
     names the call that needs the device in the error where there is none."""
     if device_id is None:
         device_id = current_device(action)
     fusion = fusion or NO_FUSION
-    key = (block, fusion, int(device_id))
+    key = (plan, fusion, int(device_id))
     loaded = _loaded.get(key)
     if loaded is not None:
         return loaded
     sm = device_arch(device_id)
-    if sm < block.sm:
+    if sm < plan.sm:
         raise DeviceError(
-            f"device {device_id} is SM {sm}, older than the descriptor's SM({block.sm}); use "
+            f"device {device_id} is SM {sm}, older than the descriptor's SM({plan.sm}); use "
             f".replace(SM({sm})) or run on a newer GPU"
         )
-    compiled = compile_for_arch(block, compile_arch_for(sm), fusion)
+    compiled = compile_for_arch(plan, compile_arch_for(sm), fusion)
     with _load_lock:
         loaded = _loaded.get(key)
         if loaded is None:
             module, function = load_function(compiled.cubin, compiled.kernel_name, device_id,
                                              compiled.shared_memory_size)
             cupy = cupy_module()
-            launched = launched_plan(block)
+            launched = launched_plan(plan)
             registers = cupy.cuda.driver.funcGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function.ptr)
             if not launched.registers_balance(registers):  # a TMA kernel's setmaxnreg.inc would wait forever
                 raise CompileError(f"{compiled.kernel_name} starts with {registers} registers a thread, fewer than "
@@ -256,7 +245,7 @@ def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
     return fusion.reading_bias_by_column()
 
 
-def execute(block: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
+def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
             fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
     """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
     CuPy arrays or PyTorch tensors (and bias) seen before with the same signature skip the
@@ -267,49 +256,49 @@ def execute(block: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any
     on_torch = tensor is not None and isinstance(c, tensor)  # then PyTorch's stream where none is given
     if on_torch and c.requires_grad:
         check_torch_output(c)
-    signature = launch_signature(cupy.ndarray, tensor if on_torch else None, block, fusion, a, b, c, bias)
+    signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
     bound = BOUND_LAUNCHES.get(signature[0]) if signature is not None else None
     if signature is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
         pa, pb, pc, pbias = signature[1]
         if bound.overlaps(pa, pb, pc, pbias):
-            _, _, vc = check_operands(block, a, b, c)  # raises the overlap error with its message ...
+            _, _, vc = check_operands(plan, a, b, c)  # raises the overlap error with its message ...
             bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
         try:
-            bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, block),
+            bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan),
                          stream_handle(stream, c if on_torch else None), pbias)
             return c
         except cupy.cuda.driver.CUDADriverError:
             pass  # for one, no current context in this thread: the path below makes it current
-    va, vb, vc = check_operands(block, a, b, c)
-    scalar(alpha, block, "alpha")  # ArgumentError before any compile
-    scalar(beta, block, "beta")
+    va, vb, vc = check_operands(plan, a, b, c)
+    scalar(alpha, plan, "alpha")  # ArgumentError before any compile
+    scalar(beta, plan, "beta")
     bv = None if bias is None else bias_view(bias, vc)
     fusion = fusion_for_bias(fusion, bv)
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
         alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
-        loaded = launched_kernel(block, alignment, fusion, vc.device_id, va.batch)  # DeviceError, CompileError
-        if vc.batch == 0:  # an empty batch, checked: nothing to compute (and every bound launch has a block)
+        loaded = launched_kernel(plan, alignment, fusion, vc.device_id, va.batch)  # DeviceError, CompileError
+        if vc.batch == 0:  # an empty batch, checked: nothing to compute (and every bound launch has a plan)
             return c
         bound = bind(loaded, va, vb, vc, bv)
         if signature is not None:
             BOUND_LAUNCHES.put(signature[0], bound)
-        bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, block), handle,
+        bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, plan), handle,
                      0 if bv is None else bv.ptr)
     return c
 
 
-def launched_kernel(block: DescriptorPlan, alignment: tuple[int, int, int], fusion: Fusion, device_id: int,
+def launched_kernel(plan: DescriptorPlan, alignment: tuple[int, int, int], fusion: Fusion, device_id: int,
                     batch: int | None) -> Kernel:
     """The kernel a call on arrays of ``alignment`` runs: the descriptor plan's (the block GEMM's batched
     kernel, a Grid() descriptor's grid kernel), but where the plan has a batched alternative (GridPlan.item_block)
     and the batch has at least as many items as the GPU runs blocks of it at once, that one (loaded, once, to
     learn that count)."""
-    if block.item_block is not None and batch is not None:
-        item_kernel = kernel(aligned_plan(block.item_block, alignment), fusion, device_id)
+    if plan.item_block is not None and batch is not None:
+        item_kernel = kernel(aligned_plan(plan.item_block, alignment), fusion, device_id)
         if batch >= item_kernel.resident_blocks:
             return item_kernel
-    return kernel(aligned_plan(block, alignment), fusion, device_id)
+    return kernel(aligned_plan(plan, alignment), fusion, device_id)
 
 
 # --- the caches ---------------------------------------------------------------------------

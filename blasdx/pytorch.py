@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from .describe.descriptor import Descriptor
-from .describe.operators import SM, Arrangement, Block, Grid, LeadingDimension, Operator, Precision, Size
+from .describe.operators import SM, Arrangement, LeadingDimension, Operator, Precision, Size
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
 
@@ -180,7 +180,7 @@ def _product(desc: Descriptor, x: torch.Tensor, y: torch.Tensor, alpha: float, d
     m, k = x.shape[-2:]
     n = y.shape[-1]
     product = (Size(m, n, k) + Precision(*desc.precision) + Arrangement(x_layout, y_layout, "row_major")
-               + LeadingDimension(x_ld, y_ld, n) + SM(desc.sm) + (Grid() if desc.is_grid else Block()))
+               + LeadingDimension(x_ld, y_ld, n) + SM(desc.sm) + desc.operator_map["Execution"])
     out = torch.ops.blasdx.gemm(descriptor_key(product), x, y, None, alpha, 0.0, None, "")
     return (out if scale is None else out / scale).to(dtype)
 

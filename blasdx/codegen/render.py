@@ -8,18 +8,16 @@ the batched kernel's plan comes in from the pipeline. Rendering needs no GPU.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
 from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..errors import BlasdxError
-from ..plan import BatchedPlan, DescriptorPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
+from ..plan import BatchedPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
 from ..plan.block import vector_bytes_of
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
 from ..plan.kernel import kernel_parameters, launch_min_blocks
@@ -59,7 +57,7 @@ def _generator_digest(directory: Path) -> str:
 
 
 def kernel_identity(kernel: KernelPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
-    """A text that determines ``render_launched(kernel, name, fusion)``'s source without
+    """A text that determines ``blasdx.kinds.render_launched(kernel, name, fusion)``'s source without
     rendering it: the generator's digest and the inputs' reprs (the plan's dataclass repr
     holds every field; the fusion's, every hook's expression), for the kernel cache."""
     return f"{_generator_digest(templates_dir())} {name} {kernel!r} {fusion!r}"
@@ -77,11 +75,11 @@ def _environment(directory: Path) -> jinja2.Environment:
     )
 
 
-def _template(name: str) -> jinja2.Template:
+def template(name: str) -> jinja2.Template:
     return _environment(templates_dir()).get_template(name)
 
 
-def _matrix_context(x: MatrixPlan, use_cp_async: bool, own_kernel: bool = False) -> dict:
+def matrix_context(x: MatrixPlan, use_cp_async: bool, own_kernel: bool = False) -> dict:
     """What the templates print of one matrix; ``own_kernel``: a kernel blasdx launches, whose
     plan has the arrays' own alignment (blasdx.plan.with_alignment, grid_with_alignment)."""
     ctx = asdict(x)
@@ -118,9 +116,9 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "name": name,
         "kernel_name": plan.kernel_name,
         "description": f"{plan.m}x{plan.n}x{plan.k}, {instr.name}, {plan.threads} threads",
-        "a": _matrix_context(plan.a, plan.use_cp_async, own_kernel),
-        "b": _matrix_context(plan.b, plan.use_cp_async, own_kernel),
-        "c": _matrix_context(plan.c, plan.use_cp_async, own_kernel),
+        "a": matrix_context(plan.a, plan.use_cp_async, own_kernel),
+        "b": matrix_context(plan.b, plan.use_cp_async, own_kernel),
+        "c": matrix_context(plan.c, plan.use_cp_async, own_kernel),
         "m": plan.m, "n": plan.n, "k": plan.k,
         "scalar_type": plan.scalar_type,
         "acc_type": f"blasdx::complex<{plan.acc_type}>" if plan.is_complex else plan.acc_type,
@@ -194,14 +192,14 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
 
 def render_common() -> str:
     """The shared device helpers (types, conversions, mma operands, copies)."""
-    return _template("common.cuh.j2").render()
+    return template("common.cuh.j2").render()
 
 
 def render_block(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined: bool = False) -> str:
     """The block GEMM of ``plan`` in namespace ``name`` (without the common helpers);
-    ``own_kernel``: for a kernel blasdx launches (see _matrix_context)."""
+    ``own_kernel``: for a kernel blasdx launches (see matrix_context)."""
     check_namespace(name)
-    return _template("gemm.cuh.j2").render(**_context(plan, name, own_kernel, fma_pipelined))
+    return template("gemm.cuh.j2").render(**_context(plan, name, own_kernel, fma_pipelined))
 
 
 def render_device_source(plan: GemmPlan, name: str = "gemm") -> str:
@@ -213,11 +211,11 @@ def render_grid_block(plan: GridPlan, name: str, own_kernel: bool = False) -> st
     """A Grid() descriptor's device code in namespace ``name`` (without the common helpers):
     the tile's block GEMM, then the tile loop's pieces (block_tile_origin, mainloop, store_block_tile)."""
     tile = plan.tile
-    grid = _template("grid.cuh.j2").render(
+    grid = template("grid.cuh.j2").render(
         name=name, kernel_name=plan.kernel_name, problem_m=plan.m, problem_n=plan.n, problem_k=plan.k,
         tile_m=tile.m, tile_n=tile.n, tile_k=tile.k,
         problem_lda=plan.a.ld, problem_ldb=plan.b.ld, problem_ldc=plan.c.ld,
-        a=_matrix_context(plan.a, False), b=_matrix_context(plan.b, False), c=_matrix_context(plan.c, False),
+        a=matrix_context(plan.a, False), b=matrix_context(plan.b, False), c=matrix_context(plan.c, False),
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
         swizzled=tile.a.swizzle > 0, overlapped=_overlapped(plan), split_k=plan.split_k,
         paired_store=tile.instruction.is_mma, fma_c_read_ahead=plan.fma_c_read_ahead,
@@ -245,13 +243,13 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0"), "b_tma": _tma_context(plan.tma_operand("b"), "col0"),
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
     tma["cluster"] = plan.cluster
-    return _template("grid.cu.j2").render(
+    return template("grid.cu.j2").render(
         common=render_common(), device=render_grid_block(plan, ns, own_kernel=True), ns=ns, block_threads=plan.threads,
         tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         overlapped=_overlapped(plan), tma=plan.tma, stages_c=plan.stages_c(fusion.has_epilogue),
-        c=_matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, **tma,
-        **_fusion_context(ns, fusion, grid=True, tma=plan.tma))
+        c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, **tma,
+        **fusion_context(ns, fusion, grid=True, tma=plan.tma))
 
 
 def _tma_context(operand: TmaOperand, origin: str) -> dict:
@@ -263,7 +261,7 @@ def _tma_context(operand: TmaOperand, origin: str) -> dict:
             "inner_origin": inner, "outer_origin": outer}
 
 
-def _fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False) -> dict:
+def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False) -> dict:
     """What hooks.cuh.j2 and a kernel's parameter list print of ``fusion``."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
@@ -279,31 +277,13 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
     """The complete source of the batched kernel behind ``execute()``: ``kernel`` is the
     batched kernel's plan (blasdx.plan.kernel_plan), ``name`` its kernel name."""
     ns = BATCHED_NAMESPACE
-    return _template("kernel.cu.j2").render(
+    return template("kernel.cu.j2").render(
         common=render_common(), device=render_block(kernel, ns, own_kernel=True), ns=ns,
         threads=kernel.threads, min_blocks=launch_min_blocks(kernel, fusion.bias), kernel_name=name,
         c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
-        **_fusion_context(ns, fusion),
+        **fusion_context(ns, fusion),
     )
 
 
 def render_batched_kernel(plan: BatchedPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
     return render_kernel(plan.kernel, name, fusion)
-
-
-# Each execution kind's renderers, by its plans' ``kind``: the kernel execute() launches, and the device
-# source of a descriptor's plan. A new kind adds its own here (blasdx.plan.kinds).
-KERNEL_RENDERERS: dict[str, Callable[[Any, str, Fusion], str]] = {
-    "batched": render_batched_kernel, "grid": render_grid_kernel}
-DEVICE_SOURCE_RENDERERS: dict[str, Callable[[Any, str], str]] = {
-    "block": render_device_source, "grid": render_grid_device_source}
-
-
-def render_launched(plan: KernelPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
-    """The source of the kernel execute() launches (``plan`` from blasdx.plan.launched_plan)."""
-    return KERNEL_RENDERERS[plan.kind](plan, name, fusion)
-
-
-def render_device_source_of(plan: DescriptorPlan, name: str = "gemm") -> str:
-    """A descriptor's device source: the block GEMM (and, for Grid(), its tile loop) in namespace ``name``."""
-    return DEVICE_SOURCE_RENDERERS[plan.kind](plan, name)

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 from ..arch import WGMMA_OF, WGMMA_SM, Instruction, choose_instruction
 from ..errors import ArgumentError, CompositionError, DescriptorError, IncompleteDescriptorError
 from . import rules
-from .operators import OPERATOR_KINDS, SM, BitOp, Block, Function, Operator, Size, Type
+from .operators import OPERATOR_KINDS, SM, BitOp, Execution, Function, Operator, Size, Type, execution_operators
 from .traits import (
     WgmmaChoice,
     arrangement_of,
     element_sizes_of,
+    execution_of,
     extents_of,
     forbids_wgmma,
     is_complex_of,
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from ..runtime import Kernel
 
 _ORDER = {cls.kind: i for i, cls in enumerate(OPERATOR_KINDS)}
-_EXECUTION_KINDS = ("Block", "Grid")
 
 
 class MNK(NamedTuple):
@@ -136,6 +136,11 @@ class Descriptor:
             raise _not_addable(other)
         ops = dict(self._ops)
         for op in others:
+            if isinstance(op, Execution) and "Execution" in ops:
+                held = ops["Execution"]
+                raise DescriptorError(
+                    f"{held!r} and {op!r} are two ways to run ({held.summary}; {op.summary}); keep one of them "
+                    f"(descriptor.replace({op!r}) puts it in {held!r}'s place)")
             if op.kind in ops:
                 raise DescriptorError(
                     f"{op.kind} is already set to {ops[op.kind]!r}; cannot add {op!r}. "
@@ -152,16 +157,13 @@ class Descriptor:
         raise _not_addable(other)
 
     def replace(self, *operators: Operator) -> Descriptor:
-        """A copy with each given operator put in place of the one of its kind; Block() and Grid(), the two
-        ways to run, take each other's place."""
+        """A copy with each given operator put in place of the one of its kind; the execution operators
+        (Block(), Grid(), ...) are one kind, so each takes the others' place."""
         ops = dict(self._ops)
         for op in operators:
             if not isinstance(op, Operator):
                 raise DescriptorError(f"replace() takes operators such as SM(900) or Size(64, 64, 64), got {op!r}"
                                       + _class_hint(op))
-            if op.kind in _EXECUTION_KINDS:  # Block() and Grid() are two ways to run: one takes the other's place
-                for kind in _EXECUTION_KINDS:
-                    ops.pop(kind, None)
             ops[op.kind] = op
         return Descriptor(ops)
 
@@ -197,9 +199,14 @@ class Descriptor:
             self._rules_hold = True
 
     def _require(self, kind: type[Operator], trait: str) -> Operator:
+        if kind.kind == "Execution" and kind.kind not in self._ops:
+            kinds = execution_operators()
+            raise IncompleteDescriptorError(
+                f"{trait} needs an execution operator, which this descriptor lacks: "
+                + "; ".join(cls.summary for cls in kinds) + ". Add one, for example "
+                + ", or ".join(f"+ {cls.__name__}()" for cls in kinds))
         if kind.kind not in self._ops:
-            example = {"Size": "Size(64, 64, 64)", "SM": "SM(900)", "Block": "Block()",
-                       "Grid": "Grid()"}[kind.kind]
+            example = {"Size": "Size(64, 64, 64)", "SM": "SM(900)"}[kind.kind]
             raise IncompleteDescriptorError(
                 f"{trait} needs the {kind.kind} operator, which this descriptor lacks; "
                 f"add it, for example + {example}"
@@ -338,6 +345,9 @@ class Descriptor:
         GEMMs), rounded up to whole warps, between 32 and 256 threads: ``(threads, 1, 1)``."""
         if self.is_grid:
             return self.tile_descriptor.suggested_block_dim
+        fixed = self._ops["Execution"].fixed_threads if "Execution" in self._ops else None  # type: ignore[attr-defined]
+        if fixed is not None:
+            return XYZ(fixed, 1, 1)
         m, n, _ = self.size
         threads = wgmma_threads(m, n, wgmma_n_step(self.arrangement.b))
         choice = wgmma_choice_of(self._ops, threads)  # None where InstructionFamily('mma') forbids it
@@ -355,7 +365,7 @@ class Descriptor:
         """BlockDim if given, else suggested_block_dim; for Grid(), of each block (its tile's)."""
         if self.is_grid:
             return self.tile_descriptor.block_dim
-        self._require(Block, "block_dim")
+        self._require(Execution, "block_dim")
         self._check_rules()
         bd = self._ops.get("BlockDim")
         if bd is None:
@@ -397,19 +407,19 @@ class Descriptor:
 
     @property
     def is_executable(self) -> bool:
-        return self.is_complete and ("Block" in self._ops or "Grid" in self._ops)
+        return self.is_complete and "Execution" in self._ops
 
     # --- Grid(): Size is the whole problem; each block computes tiles ---------------------
 
     @property
     def execution(self) -> str | None:
-        """The execution operator's kind ("Block", "Grid"), which picks the planner; None without one."""
-        return next((kind for kind in _EXECUTION_KINDS if kind in self._ops), None)
+        """The execution operator's name ("Block", "Grid", ...), whose kind plans and runs it; None without one."""
+        return execution_of(self._ops)
 
     @property
     def is_grid(self) -> bool:
         """Whether the descriptor has Grid(): a problem of any Size over many blocks."""
-        return "Grid" in self._ops
+        return self.execution == "Grid"
 
     @cached_property
     def tile(self) -> MNK:
@@ -468,10 +478,7 @@ class Descriptor:
     def _require_executable(self, action: str) -> None:
         for kind in (Size, SM):
             self._require(kind, action)
-        if "Block" not in self._ops and "Grid" not in self._ops:
-            raise IncompleteDescriptorError(
-                f"{action} needs the Block operator (one block GEMM of Size) or the Grid operator (a problem of any "
-                f"Size over many blocks), which this descriptor lacks; add it, for example + Block(), or + Grid()")
+        self._require(Execution, action)
 
     @cached_property
     def plan(self) -> GemmPlan | GridPlan:

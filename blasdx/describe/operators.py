@@ -395,10 +395,35 @@ class InstructionFamily(Operator):
         return v  # type: ignore[return-value]
 
 
-class Block(Operator):
+class Execution(Operator):
+    """Base of the execution operators, one kind: how the GEMM runs (Block(), Grid(), ...). A descriptor holds one;
+    ``descriptor.replace`` puts another in its place. Each names its module of :mod:`blasdx.kinds`."""
+
+    kind: ClassVar[str] = "Execution"
+    implementation: ClassVar[str]  # the module of blasdx.kinds that plans, renders and explains it
+    summary: ClassVar[str]  # what it runs, in the words of errors that list the execution operators
+    # The threads of one GEMM where the kind fixes them; None where BlockDim or the planner says.
+    fixed_threads: ClassVar[int | None] = None
+
+    @property
+    def name(self) -> str:
+        """The operator's name ("Block", "Grid", ...)."""
+        return type(self).__name__
+
+    def check_operators(self, ops: Any) -> None:
+        """This kind's own rules across the descriptor's operators (``ops``, by kind); run with the others."""
+
+
+def execution_operators() -> tuple[type[Execution], ...]:
+    """Every execution operator, in the order they were defined."""
+    return tuple(Execution.__subclasses__())
+
+
+class Block(Execution):
     """Block(): the GEMM is executed by one thread block (Size fits in shared memory)."""
 
-    kind: ClassVar[str] = "Block"
+    implementation: ClassVar[str] = "blasdx.kinds.block"
+    summary: ClassVar[str] = "Block() runs one block GEMM of Size"
 
 
 class BlockDim(Operator):
@@ -433,12 +458,13 @@ class BlockDim(Operator):
         return self.x * self.y * self.z
 
 
-class Grid(Operator):
+class Grid(Execution):
     """Grid(): the GEMM runs over a grid of blocks, so Size(m, n, k) is the whole problem, of
     any size. Each block computes tiles of C (``Tile``, suggested where absent) with a
     pipelined K loop (``Stages``) on the block GEMM's device API."""
 
-    kind: ClassVar[str] = "Grid"
+    implementation: ClassVar[str] = "blasdx.kinds.grid"
+    summary: ClassVar[str] = "Grid() runs a problem of any Size over many blocks"
 
 
 class Tile(Operator):

@@ -20,6 +20,7 @@ from .precision import PRECISIONS, PrecisionInfo
 from .traits import (
     arrangement_of,
     element_sizes_of,
+    execution_of,
     is_complex_of,
     k_major,
     leading_dimension_of,
@@ -248,27 +249,24 @@ def _check_alignment(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_block_dim(ops: Mapping[str, Operator]) -> None:
-    if "BlockDim" in ops and "Block" not in ops and "Grid" not in ops:
+    if "BlockDim" in ops and execution_of(ops) not in ("Block", "Grid"):
         raise DescriptorError(
             f"{ops['BlockDim']!r} sets the threads of a block; add Block() (one block GEMM) or Grid() "
             f"(the threads of each block of the grid)"
+            + (f", not {execution_of(ops)}() (whose threads it fixes)" if "Execution" in ops else "")
         )
 
 
 def _check_execution(ops: Mapping[str, Operator]) -> None:
-    if "Block" not in ops or "Grid" not in ops:
-        return
-    raise DescriptorError(
-        "Block() and Grid() are two ways to run: Block() runs one block GEMM of Size (it fits in shared "
-        "memory), Grid() runs a problem of any Size over many blocks; keep one of them "
-        "(descriptor.replace(Grid()) or .replace(Block()) puts one in the other's place)"
-    )
+    """The execution operator's own rules (Execution.check_operators)."""
+    if "Execution" in ops:
+        ops["Execution"].check_operators(ops)  # type: ignore[attr-defined]
 
 
 def _check_grid_whole_warps(ops: Mapping[str, Operator]) -> None:
     """Grid()'s kernel splits its threads into warps and warpgroups of copies and multiplies: a block
     ending in part of a warp leaves lanes out of that split (and ptxas spills for them)."""
-    if "Grid" not in ops or "BlockDim" not in ops:
+    if execution_of(ops) != "Grid" or "BlockDim" not in ops:
         return
     threads = ops["BlockDim"].threads  # type: ignore[attr-defined]
     if threads % 32:
@@ -279,7 +277,7 @@ def _check_grid_whole_warps(ops: Mapping[str, Operator]) -> None:
 
 def _check_grid_operators(ops: Mapping[str, Operator]) -> None:
     for kind in ("Tile", "Stages"):
-        if kind in ops and "Grid" not in ops:
+        if kind in ops and execution_of(ops) != "Grid":
             raise DescriptorError(
                 f"{ops[kind]!r} describes the blocks of a grid-level GEMM; add Grid() (Size is then the whole "
                 f"problem), or remove {kind}"
@@ -287,7 +285,7 @@ def _check_grid_operators(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_grid_size(ops: Mapping[str, Operator]) -> None:
-    if "Grid" not in ops or "Size" not in ops:
+    if execution_of(ops) != "Grid" or "Size" not in ops:
         return
     size = ops["Size"]
     big = [f"{name} = {getattr(size, name)}" for name in "mnk" if getattr(size, name) >= 2**31]
@@ -299,7 +297,7 @@ def _check_grid_size(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_grid_precision(ops: Mapping[str, Operator]) -> None:
-    packed = _packed(ops) if "Grid" in ops else None
+    packed = _packed(ops) if execution_of(ops) == "Grid" else None
     if packed is not None:
         raise UnsupportedError(
             f"Grid() with {packed[3]}: the grid-level GEMM does not take packed int4 or binary operands yet "
@@ -308,7 +306,7 @@ def _check_grid_precision(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
-    if not {"Block", "Size", "SM"} <= ops.keys():
+    if not {"Size", "SM"} <= ops.keys() or execution_of(ops) in (None, "Grid"):
         return
     parts = shared_memory_parts_of(ops)
     total = sum(parts.values())
@@ -326,7 +324,7 @@ def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
 def _check_instruction_family(ops: Mapping[str, Operator]) -> None:
     """InstructionFamily('wgmma') needs every wgmma condition; 'mma' needs a tensor-core
     instruction for the precisions."""
-    if "InstructionFamily" not in ops or "SM" not in ops or "Grid" in ops:
+    if "InstructionFamily" not in ops or "SM" not in ops or execution_of(ops) == "Grid":
         return  # Grid(): its tile's Block() descriptor carries InstructionFamily and checks it
     family = ops["InstructionFamily"].value  # type: ignore[attr-defined]
     if family == "mma":
@@ -387,12 +385,12 @@ RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[s
     (_check_leading_dimension, lambda ops: _has("Size", "LeadingDimension")(ops) and _has_arrangement(ops)),
     (_check_alignment, _has("Alignment", "Precision", "Type")),
     (_check_block_dim, _never),
-    (_check_execution, _has("Block", "Grid")),
-    (_check_grid_whole_warps, _has("Grid", "BlockDim")),
+    (_check_execution, _has("Execution")),
+    (_check_grid_whole_warps, _has("Execution", "BlockDim")),
     (_check_grid_operators, _never),
-    (_check_grid_size, _has("Grid", "Size")),
-    (_check_grid_precision, _has("Grid", "Precision")),
+    (_check_grid_size, _has("Execution", "Size")),
+    (_check_grid_precision, _has("Execution", "Precision")),
     (_check_instruction_family, _never),
-    (_check_shared_memory, lambda ops: _has("Block", "Size", "SM", "Precision", "Type", "LeadingDimension")(ops)
+    (_check_shared_memory, lambda ops: _has("Execution", "Size", "SM", "Precision", "Type", "LeadingDimension")(ops)
      and _has_arrangement(ops)),
 )

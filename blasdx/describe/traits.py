@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..arch import (
     REGISTERS_PER_SM,
@@ -26,6 +27,25 @@ from .operators import Arrangement, Block, BlockDim, Operator, Precision, Size, 
 from .precision import PRECISIONS
 
 Operators = Mapping[str, Operator]
+
+
+def execution_of(ops: Operators) -> str | None:
+    """The execution operator's name ("Block", "Grid", ...); None without one."""
+    op = ops.get("Execution")
+    return None if op is None else op.name  # type: ignore[attr-defined]
+
+
+class GivenThreads(NamedTuple):
+    threads: int
+    source: str  # who gives them, for explain(): "BlockDim gives", "Warp() runs"
+
+
+def given_threads_of(ops: Operators) -> GivenThreads | None:
+    """The threads of one GEMM where the descriptor fixes them: BlockDim's, or its execution kind's own."""
+    if "BlockDim" in ops:
+        return GivenThreads(ops["BlockDim"].threads, "BlockDim gives")  # type: ignore[attr-defined]
+    fixed = ops["Execution"].fixed_threads if "Execution" in ops else None  # type: ignore[attr-defined]
+    return None if fixed is None else GivenThreads(fixed, f"{execution_of(ops)}() runs")
 
 
 def arrangement_of(ops: Operators) -> dict[str, str]:
@@ -192,9 +212,9 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
         return None
     b_mn_major = arr["b"] == "row_major"  # B's n contiguous: wgmma reads it transposed
     step = wgmma_n_step(arr["b"])
-    given = "BlockDim" in ops
+    given = given_threads_of(ops)
     if threads is None:
-        threads = ops["BlockDim"].threads if given else wgmma_threads(m, n, step)  # type: ignore[attr-defined]
+        threads = given.threads if given is not None else wgmma_threads(m, n, step)
     tile_n = wgmma_tile_n(m, n, threads, step)
     esize = element_sizes_of(ops)
     kind = " complex" if complex_ else ""
@@ -207,7 +227,7 @@ def wgmma_choice_of(ops: Operators, threads: int | None = None) -> WgmmaChoice |
         (f"k a multiple of {k_step} (k = {k})", k % k_step == 0),
         (f"n a multiple of {step}{' (row-major B is read transposed, in rows of 32 bytes or more)' if b_mn_major else ''}"
          f" (n = {n})", n % step == 0),
-        (f"whole warpgroups: threads a multiple of 128 ({'BlockDim gives' if given else 'wgmma would suggest'} "
+        (f"whole warpgroups: threads a multiple of 128 ({given.source if given is not None else 'wgmma would suggest'} "
          f"{threads})", threads % 128 == 0),
     )
     if wgmma is not None and not wgmma.reads_transposed:
@@ -357,7 +377,7 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
 def item_operators_of(ops: Operators) -> dict[str, Operator]:
     """The Block() descriptor of one batch item of a Grid() descriptor: its operators with Block()
     in Grid()'s place."""
-    return {**{kind: op for kind, op in ops.items() if kind != "Grid"}, "Block": Block()}
+    return {**ops, "Execution": Block()}
 
 
 def tile_operators_of(ops: Operators) -> dict[str, Operator]:
@@ -367,7 +387,7 @@ def tile_operators_of(ops: Operators) -> dict[str, Operator]:
     tile = tile_of(ops)
     out = {kind: op for kind, op in ops.items() if kind in TILE_KINDS}
     out["Size"] = Size(tile.m, tile.n, tile.k)
-    out["Block"] = Block()
+    out["Execution"] = Block()
     threads = grid_tile_threads(out, tile)
     if threads is not None:
         out["BlockDim"] = BlockDim(threads)

@@ -77,7 +77,7 @@ class MatrixPlan:
 class GemmPlan:
     """Everything the templates print, decided once from a descriptor."""
 
-    kind: ClassVar[str] = "block"
+    execution: ClassVar[str] = "block"  # its kind: blasdx.kinds.block
     # A Grid() descriptor's batched alternative (GridPlan.item_block); a block GEMM is its own.
     item_block: ClassVar[None] = None
 

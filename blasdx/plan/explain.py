@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
+from ..describe.operators import execution_operators
 from .block import GemmPlan, MatrixPlan, with_alignment
 from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, GridPlan, grid_with_alignment, item_block_choice
 from .kernel import kernel_plan
@@ -20,10 +20,8 @@ if TYPE_CHECKING:
 WIDTH = 100
 
 
-def explain(desc: Descriptor, plan: GemmPlan | GridPlan | None, width: int = WIDTH) -> str:
-    """A readable account of ``plan`` (the descriptor's, None where it has no Block() or Grid()):
-    what runs, how it is split, and why, wrapped at ``width`` columns (0: one line per statement)."""
-    lines = _EXPLAINERS[plan.kind](desc, plan) if plan is not None else _explain_block(desc, None)
+def text(lines: list[str], width: int = WIDTH) -> str:
+    """explain()'s ``lines`` wrapped at ``width`` columns (0: one line per statement)."""
     return "\n".join(_wrapped(lines, width) if width else lines)
 
 
@@ -36,18 +34,45 @@ def _wrapped(lines: list[str], width: int) -> list[str]:
     return out
 
 
-def _explain_block(desc: Descriptor, p: GemmPlan | None) -> list[str]:
+def explain_block(desc: Descriptor, p: GemmPlan | None) -> list[str]:
     lines = [f"blasdx GEMM: {desc!r}"]
     if p is None:
         instr, reason = desc.instruction_choice
         lines.append(f"instruction: {instr.name} ({reason})")
-        lines.append("incomplete for a kernel: add Block() (one block GEMM) or Grid() (any size, over many blocks) "
-                     "to plan threads and shared memory")
+        kinds = execution_operators()
+        lines.append(f"incomplete for a kernel: add {', '.join(f'{cls.__name__}()' for cls in kinds[:-1])} or "
+                     f"{kinds[-1].__name__}() to plan threads and shared memory ("
+                     + "; ".join(cls.summary for cls in kinds) + ")")
         return lines
-    m, n, k = p.m, p.n, p.k
     launched = kernel_plan(with_alignment(p, (16, 16, 16)))
-    lines.append(_kernels_line(kernel_plan(p).kernel_name, launched.kernel_name, desc.alignment))
-    lines.append(f"instruction: {p.instruction.name} - {p.instruction_reason}")
+    lines.append(kernels_line(kernel_plan(p).kernel_name, launched.kernel_name, desc.alignment))
+    lines += block_gemm_lines(desc, p)
+    in_smem = (launched.a, launched.b) if launched.c_in_registers else (launched.a, launched.b, launched.c)
+    lds = ", ".join(f"{x.name.upper()} {'swizzled' if x.swizzle else x.smem_ld}" for x in in_smem)
+    padded = any(x.smem_ld != x.ld for x in in_smem)
+    copies = ", ".join(f"{x.name.upper()} {x.vector_bytes} bytes at a time"
+                       + (" (cp.async)" if launched.use_cp_async and x.vector_bytes >= 4 else " (ld.global, st.shared)")
+                       for x in in_smem)
+    copies += _plain_copies_reason(p, launched, in_smem)
+    lines.append(f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches "
+                 f"{launched.kernel_name}:")
+    lines.append(f"  {launched.threads} threads a block, one block per batch item")
+    lines.append(f"  copies to shared memory: {copies}; shared-memory leading dimensions {lds}"
+                 + (" (padded against bank conflicts)" if padded else ""))
+    lines.append(
+        "  " + (("C read into and written from registers by each thread, 16 bytes a lane through its tile in "
+                 "shared memory (ldmatrix, stmatrix)" if launched.c_staged_16_bytes else
+                 "C read into and written from registers by each thread, not staged in shared memory")
+                if launched.c_in_registers else "C staged in shared memory and copied back")
+        + "; one item at a time per block"
+        + f"; {launched.kernel_shared_memory_size} bytes of shared memory")
+    return lines
+
+
+def block_gemm_lines(desc: Descriptor, p: GemmPlan) -> list[str]:
+    """The block GEMM of ``p`` in words: instruction, tiling, threads, A, B and C in shared memory."""
+    m, n, k = p.m, p.n, p.k
+    lines = [f"instruction: {p.instruction.name} - {p.instruction_reason}"]
     choice = desc.wgmma_choice
     if choice is not None and p.sm == WGMMA_SM:  # wgmma is Hopper's: no other SM hears of its conditions
         lines.append("wgmma conditions:")
@@ -110,29 +135,10 @@ def _explain_block(desc: Descriptor, p: GemmPlan | None) -> list[str]:
         lines.append(f"device_source() keeps the leading dimensions of {names} in shared memory, whose rows then "
                      f"start in the same banks (conflicting loads); + LeadingDimension{tuple(suggested)} "
                      f"(suggested_leading_dimension) pads them, as execute() pads its own copies")
-    in_smem = (launched.a, launched.b) if launched.c_in_registers else (launched.a, launched.b, launched.c)
-    lds = ", ".join(f"{x.name.upper()} {'swizzled' if x.swizzle else x.smem_ld}" for x in in_smem)
-    padded = any(x.smem_ld != x.ld for x in in_smem)
-    copies = ", ".join(f"{x.name.upper()} {x.vector_bytes} bytes at a time"
-                       + (" (cp.async)" if launched.use_cp_async and x.vector_bytes >= 4 else " (ld.global, st.shared)")
-                       for x in in_smem)
-    copies += _plain_copies_reason(p, launched, in_smem)
-    lines.append(f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches "
-                 f"{launched.kernel_name}:")
-    lines.append(f"  {launched.threads} threads a block, one block per batch item")
-    lines.append(f"  copies to shared memory: {copies}; shared-memory leading dimensions {lds}"
-                 + (" (padded against bank conflicts)" if padded else ""))
-    lines.append(
-        "  " + (("C read into and written from registers by each thread, 16 bytes a lane through its tile in "
-                 "shared memory (ldmatrix, stmatrix)" if launched.c_staged_16_bytes else
-                 "C read into and written from registers by each thread, not staged in shared memory")
-                if launched.c_in_registers else "C staged in shared memory and copied back")
-        + "; one item at a time per block"
-        + f"; {launched.kernel_shared_memory_size} bytes of shared memory")
     return lines
 
 
-def _kernels_line(compiled: str, launched: str, alignment: tuple[int, int, int]) -> str:
+def kernels_line(compiled: str, launched: str, alignment: tuple[int, int, int]) -> str:
     """The kernels a user can compile, find in a profiler or grep: compile()'s (the descriptor's
     alignment) and the one execute() launches on 16-byte aligned arrays, if another."""
     fused = " (with hooks or a bias, the name ends in _f and a digest of them)"
@@ -162,13 +168,13 @@ def _plain_copies_reason(p: GemmPlan, launched: GemmPlan, in_smem: tuple[MatrixP
     return " (cp.async moves 4, 8 or 16 bytes: narrower copies are plain loads)"
 
 
-def _explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
+def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     """explain() of a Grid() descriptor: the tiles, the K loop, the order of the blocks, and
     the block GEMM that computes each tile (its own explain())."""
     t = p.tile
     ops = desc.operator_map
     launched = grid_with_alignment(p, (16, 16, 16))
-    kernels = _kernels_line(p.kernel_name, launched.kernel_name, desc.alignment)
+    kernels = kernels_line(p.kernel_name, launched.kernel_name, desc.alignment)
     given = {kind: "given" if kind in ops else "suggested" for kind in ("Tile", "Stages", "BlockDim")}
     if launched.tma:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies, and each "
@@ -208,7 +214,7 @@ def _explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     ]
     # The tile's instruction, its conditions and how its warps split it; its own copies,
     # shared memory and threads are the grid's, said above.
-    tile_lines = _explain_block(desc.tile_descriptor, t)
+    tile_lines = explain_block(desc.tile_descriptor, t)
     keep = False
     for line in tile_lines:  # a kept line and the lines indented under it
         keep = line.startswith(_TILE_LINES) or (keep and line.startswith(" "))
@@ -289,9 +295,6 @@ def _narrow_copies_hint(p: GridPlan, suggested_lds: tuple[int, int, int]) -> str
             f"({suggested}, suggested_leading_dimension, with LeadingDimension and arrays padded so) copy 16 bytes "
             f"with cp.async, or by TMA where the tile is wgmma's")
 
-
-# Each kind of descriptor plan in words (blasdx.plan.kinds).
-_EXPLAINERS: dict[str, Callable[[Descriptor, Any], list[str]]] = {"block": _explain_block, "grid": _explain_grid}
 
 _TILE_LINES = ("instruction:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")
 

@@ -195,8 +195,8 @@ class GridPlan:
         return b.slab_rows // 2 * b.swizzle % 1024 == 0 if b.k_inner else b.slabs % 2 == 0
 
     @property
-    def kind(self) -> str:
-        return "grid"
+    def execution(self) -> str:
+        return "grid"  # blasdx.kinds.grid
 
     def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=self.tma)

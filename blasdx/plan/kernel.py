@@ -141,14 +141,13 @@ MAX_GRID = 2**31 - 1
 @dataclass(frozen=True)
 class BatchedPlan:
     """The plan of the batched kernel behind a Block() descriptor's execute(): a block per batch item, each the
-    block GEMM laid out for the kernel (``kernel``, kernel_plan's). With GridPlan, one kind of the plan the pipeline
-    compiles and the launcher binds (blasdx.plan.kinds.KernelPlan)."""
+    block GEMM laid out for the kernel (``kernel``, kernel_plan's). A KernelPlan (blasdx.plan.kinds)."""
 
     kernel: GemmPlan
 
     @property
-    def kind(self) -> str:
-        return "batched"
+    def execution(self) -> str:
+        return "block"  # the batched kernel of Block() descriptors (blasdx.kinds.block)
 
     @property
     def tma(self) -> bool:

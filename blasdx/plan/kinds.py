@@ -1,28 +1,49 @@
-"""The execution kinds as plan types: what the pipeline and the launcher ask of any of them.
+"""What the pipeline and the launcher ask of any execution kind's plans (blasdx.kinds holds the kinds).
 
-A descriptor's plan (``DescriptorPlan``) is a Block() descriptor's block GEMM (GemmPlan) or a Grid()
-descriptor's GridPlan; the kernel execute() launches for it is a ``KernelPlan`` (the batched kernel's
-BatchedPlan, or the GridPlan itself). A new execution kind adds its plan types here and its renderer
-to blasdx.codegen.render's tables; the pipeline and the launcher never test which kind they hold.
+A descriptor's plan (``DescriptorPlan``: a Block() descriptor's block GEMM, GemmPlan; a Grid() descriptor's
+GridPlan; ...) and the plan of the kernel execute() launches for it (``KernelPlan``: the batched kernel's
+BatchedPlan, the GridPlan itself, ...) each name their kind (``execution``); the pipeline and the launcher never
+test which kind they hold.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
-from .block import GemmPlan, with_alignment
-from .grid import GridPlan, grid_with_alignment
-from .kernel import BatchedPlan, KernelParameter, batched_plan
+from .block import MatrixPlan
+from .kernel import KernelParameter
 
-DescriptorPlan = GemmPlan | GridPlan
+
+class DescriptorPlan(Protocol):
+    """The plan of an executable descriptor."""
+
+    @property
+    def execution(self) -> str: ...  # its kind: blasdx.kinds.<execution>
+    @property
+    def sm(self) -> int: ...
+    @property
+    def a(self) -> MatrixPlan: ...
+    @property
+    def b(self) -> MatrixPlan: ...
+    @property
+    def c(self) -> MatrixPlan: ...
+    @property
+    def is_complex(self) -> bool: ...
+    @property
+    def scalar_type(self) -> str: ...  # alpha and beta, in C++
+    @property
+    def scalar_precision(self) -> str: ...
+    @property
+    def kernel_name(self) -> str: ...
+    @property
+    def item_block(self) -> DescriptorPlan | None: ...  # a batched alternative for large batches (GridPlan's)
 
 
 class KernelPlan(Protocol):
     """The plan of a kernel that execute() launches."""
 
     @property
-    def kind(self) -> str: ...  # which renderer prints it (blasdx.codegen.render)
+    def execution(self) -> str: ...  # its kind: blasdx.kinds.<execution>
     @property
     def tma(self) -> bool: ...  # its A and B come by TMA (tensor maps bound per launch)
     @property
@@ -43,20 +64,3 @@ class KernelPlan(Protocol):
     def blocks(self, batch: int, resident_blocks: int, splits: int, /) -> int: ...
     def workspace_bytes(self, work: int, splits: int, /) -> int: ...
     def registers_balance(self, launch_registers: int, /) -> bool: ...
-
-
-# Each kind of descriptor plan: the kernel execute() launches for it, and the plan for arrays aligned to more.
-_LAUNCHED: dict[type, Callable[[Any], Any]] = {GemmPlan: batched_plan, GridPlan: lambda plan: plan,
-                                               BatchedPlan: lambda plan: plan}  # a kernel's plan is its own
-_ALIGNED: dict[type, Callable[[Any, tuple[int, int, int]], Any]] = {GemmPlan: with_alignment,
-                                                                    GridPlan: grid_with_alignment}
-
-
-def launched_plan(plan: DescriptorPlan | BatchedPlan) -> BatchedPlan | GridPlan:
-    """The plan of the kernel execute() launches for a descriptor's ``plan``."""
-    return _LAUNCHED[type(plan)](plan)  # type: ignore[no-any-return]
-
-
-def aligned_plan(plan: DescriptorPlan, alignment: tuple[int, int, int]) -> DescriptorPlan:
-    """``plan`` for arrays whose pointers and strides are aligned to ``alignment`` bytes (A, B, C): wider copies."""
-    return _ALIGNED[type(plan)](plan, alignment)  # type: ignore[no-any-return]

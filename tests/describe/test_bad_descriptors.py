@@ -188,7 +188,8 @@ CASES = [
     ("trait without size", lambda: (Precision("float16") + SM(900)).size, IncompleteDescriptorError,
      r"size needs the Size operator, which this descriptor lacks; add it, for example \+ Size\(64, 64, 64\)"),
     ("execute without block", lambda: (Size(8, 8, 8) + SM(900)).execute(None, None, None), IncompleteDescriptorError,
-     r"execute needs the Block operator \(one block GEMM of Size\) or the Grid operator"),
+     r"execute needs an execution operator, which this descriptor lacks: Block\(\) runs one block GEMM of Size; "
+     r"Grid\(\) runs a problem of any Size over many blocks.* Add one, for example \+ Block\(\), or \+ Grid\(\)"),
     ("compile without sm", lambda: (Size(8, 8, 8) + Block()).compile(arch=900), IncompleteDescriptorError,
      r"needs the SM operator"),
     # 12. shared memory
@@ -324,8 +325,8 @@ def test_replace_swaps_block_and_grid():
     block = Size(64, 64, 64) + SM(900) + Block()
     assert block.replace(Grid()) == Size(64, 64, 64) + SM(900) + Grid()
     assert block.replace(Grid()).replace(Block()) == block
-    with pytest.raises(DescriptorError, match=r"keep one of them \(descriptor.replace\(Grid\(\)\) or "
-                                              r"\.replace\(Block\(\)\) puts one in the other's place\)"):
+    with pytest.raises(DescriptorError, match=r"keep one of them \(descriptor.replace\(Grid\(\)\) puts it in "
+                                              r"Block\(\)'s place\)"):
         block + Grid()
 
 

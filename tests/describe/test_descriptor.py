@@ -28,7 +28,7 @@ from blasdx import (
     TransposeMode,
     Type,
 )
-from blasdx.describe.operators import Operator
+from blasdx.describe.operators import Execution, Operator
 
 OPERATORS = [
     Size(64, 32, 16), Size(8, 16), Precision("float16", "float16", "float32"), Precision("int8", "int8", "int32"),
@@ -345,22 +345,23 @@ def test_explain_on_a_descriptor_without_block_says_what_is_missing():
 
 @pytest.mark.parametrize("trait,needs", [
     ("size", "Size"), ("leading_dimension", "Size"), ("shared_memory_size", "Size"), ("sm", "SM"),
-    ("block_dim", "Block"), ("source", "Block"), ("suggested_block_dim", "SM"),
+    ("block_dim", "Execution"), ("source", "Execution"), ("suggested_block_dim", "SM"),
 ])
 def test_traits_name_the_missing_operator(trait, needs):
     desc = Precision("float16") + Arrangement("row_major")
     if needs != "Size":
         desc = desc + Size(8, 8, 8)
-    if needs == "Block":
+    if needs == "Execution":
         desc = desc + SM(900)
-    with pytest.raises(IncompleteDescriptorError, match=f"needs the {needs} operator.*add it"):
+    words = "an execution operator.*Add one, for example [+] Block()" if needs == "Execution" else f"the {needs} operator.*add it"
+    with pytest.raises(IncompleteDescriptorError, match=f"needs {words}"):
         getattr(desc, trait)
 
 
 def test_execute_on_an_incomplete_descriptor_names_the_missing_operator():
     with pytest.raises(IncompleteDescriptorError, match="execute needs the SM operator"):
         (Size(8, 8, 8) + Block()).execute(None, None, None)
-    with pytest.raises(IncompleteDescriptorError, match="needs the Block operator"):
+    with pytest.raises(IncompleteDescriptorError, match="execute needs an execution operator"):
         (Size(8, 8, 8) + SM(900)).execute(None, None, None)
 
 
@@ -373,9 +374,9 @@ def test_transpose_mode_warns_and_maps_to_arrangement():
 
 
 def test_operator_kinds_cover_design():
-    names = {cls.__name__ for cls in Operator.__subclasses__()}
+    names = {cls.__name__ for cls in Operator.__subclasses__() + Execution.__subclasses__()}
     assert names >= {"Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode", "LeadingDimension",
-                     "Alignment", "SM", "Block", "BlockDim"}
+                     "Alignment", "SM", "Block", "Grid", "BlockDim"}
 
 
 def test_no_warning_for_plain_operators():

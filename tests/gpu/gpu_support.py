@@ -210,7 +210,7 @@ def _whole_problem(desc, tiles):
     m, n, k = desc.size
     whole = Size(m, n, k * tiles)
     for op in desc.operators:
-        if op.kind not in ("Size", "Block", "BlockDim"):
+        if op.kind not in ("Size", "Execution", "BlockDim"):
             whole = whole + op
     return whole
 

@@ -291,7 +291,7 @@ def test_edge_tiles_of_a_larger_problem(spec, aligned):
         assert "copy_runs_shifted" in desc.device_source("gemm")
     whole = Size(big_m, big_n, big_k)
     for op in desc.operators:
-        if op.kind not in ("Size", "Block", "BlockDim"):
+        if op.kind not in ("Size", "Execution", "BlockDim"):
             whole = whole + op
     a, b, c = (Operand(whole, x, None, None, rng) for x in "abc")
     c.poison_all()

@@ -214,7 +214,7 @@ def test_large_batches_of_one_block_items_run_the_block_kernel(prec, arr, size, 
         operands = [Operand(desc, x, batch, None, rng) for x in "abc"]
         operands[2].poison_all()
         desc.execute(*(x.array for x in operands), alpha=2, beta=0)
-        assert (_launched(desc, operands).plan.kind == "batched") == block_kernel, (batch, fills)
+        assert (_launched(desc, operands).plan.execution == "block") == block_kernel, (batch, fills)
         ref = 2 * np.matmul(operands[0].values, operands[1].values)
         out = operands[2].result()
         err = relative_error(out, ref) if bound(desc) > 0 else float(np.max(np.abs(out - ref)))
@@ -232,7 +232,7 @@ def test_the_block_kernel_of_large_batches_takes_hooks_and_a_bias():
     on_gpu = cupy.asarray(bias)
     desc.execute(a.array, b.array, c.array, 2, -1, bias=on_gpu, epilogue="relu", prologue="negate")
     fusion = blasdx.pipeline.fusion(desc, "negate", "relu", None, None, None, None, True)
-    assert _launched(desc, (a, b, c), fusion, on_gpu).plan.kind == "batched"
+    assert _launched(desc, (a, b, c), fusion, on_gpu).plan.execution == "block"
     ref = np.maximum(2 * np.matmul(-a.values, -b.values) - c.values + bias, 0)
     assert relative_error(c.result(), ref) < 2e-3
 
@@ -329,7 +329,7 @@ def test_split_k_where_tiles_are_few(case):
     desc = grid(prec, "rcr", size, 900, complex_)
     run_and_check(desc, np.random.default_rng(9), batch=batch, alpha=2, beta=-1)
     splits = [bound.splits for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
-              if bound.kernel.plan.kind == "grid" and (bound.kernel.plan.m, bound.kernel.plan.k) == size[::2]]
+              if bound.kernel.plan.execution == "grid" and (bound.kernel.plan.m, bound.kernel.plan.k) == size[::2]]
     assert splits and max(splits) > 1, "split-K did not run"
 
 

@@ -21,6 +21,7 @@ LAYERS = [
     ("blasdx.describe",),
     ("blasdx.plan",),
     ("blasdx.codegen",),
+    ("blasdx.kinds",),
     ("blasdx.compiler",),
     ("blasdx.runtime",),
     ("blasdx.pipeline", "blasdx.packing"),
