@@ -21,6 +21,7 @@ from .describe.operators import (
     Tile,
     TransposeMode,
     Type,
+    Warp,
 )
 from .errors import (
     ArgumentError,
@@ -41,7 +42,7 @@ from .version import __version__
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
     "BitOp", "InstructionFamily", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
-    "Grid", "Tile", "Stages",
+    "Grid", "Warp", "Tile", "Stages",
     "BlasdxError", "DescriptorError", "CompositionError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
     "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",

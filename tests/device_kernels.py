@@ -213,3 +213,27 @@ extern "C" __global__ void __launch_bounds__(gemm::threads) hamming(
   gemm::store_c(sc, c);
 }
 """
+
+# Warp(): each warp of the block runs its own K loop, of its own length (1 + warp % 3 steps: a block-wide
+# barrier would hang), on its own tiles (warp_tiles). Item w (= block * warps + warp) multiplies the pieces
+# w * max_steps + t of A and B (a_step, b_step elements apart) and stores C_w (c_step apart) with alpha, beta.
+WARP_KERNELS = r"""
+extern "C" __global__ void warp_k_loops(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, long long a_step,
+                                        long long b_step, long long c_step, int max_steps, gemm::scalar_t alpha,
+                                        gemm::scalar_t beta) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = gemm::warp_index();
+  const long long item = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + warp;
+  const gemm::shared_tiles own = gemm::warp_tiles(smem, warp);
+  gemm::accumulator acc = gemm::make_accumulator();
+  const int steps = 1 + warp % 3;
+  for (int t = 0; t < steps; ++t) {
+    gemm::load_a(a + (item * max_steps + t) * a_step, own.a);
+    gemm::load_b(b + (item * max_steps + t) * b_step, own.b);
+    gemm::copy_wait();  // this warp's copies, for this warp
+    gemm::multiply(own.a, own.b, acc);
+    gemm::gemm_sync();  // the warp is done with its tiles before it loads the next
+  }
+  gemm::store(acc, c + item * c_step, gemm::global_ldc, alpha, beta);
+}
+"""

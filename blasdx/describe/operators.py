@@ -467,6 +467,15 @@ class Grid(Execution):
     summary: ClassVar[str] = "Grid() runs a problem of any Size over many blocks"
 
 
+class Warp(Execution):
+    """Warp(): each warp of a block runs its own GEMM of Size on its own tiles in shared memory (the scope of
+    CUDA's warp matrix functions); the device API takes the lane from the thread index, and execute() runs a
+    batch with an item a warp, several warps a block."""
+
+    summary: ClassVar[str] = "Warp() runs a GEMM of Size on each warp of a block"
+    fixed_threads: ClassVar[int | None] = 32
+
+
 class Tile(Operator):
     """Tile(m, n, k): with Grid(), the block tile: each block computes m x n tiles of C, k of
     the inner dimension per step of its K loop (the block GEMM of Size(m, n, k))."""
@@ -509,5 +518,5 @@ class Stages(Operator):
 
 OPERATOR_KINDS: tuple[type[Operator], ...] = (
     Size, Precision, Type, Function, BitOp, Arrangement, TransposeMode, LeadingDimension,
-    Alignment, SM, InstructionFamily, Block, Grid, Tile, Stages, BlockDim,
+    Alignment, SM, InstructionFamily, Block, Grid, Warp, Tile, Stages, BlockDim,
 )

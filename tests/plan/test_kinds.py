@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from blasdx import SM, Arrangement, Block, Grid, Precision, Size
-from blasdx import kinds
+from blasdx import SM, Arrangement, Block, Grid, Precision, Size, kinds
 from blasdx.describe.operators import execution_operators
 from blasdx.kinds import aligned_plan, launched_plan
 from blasdx.plan import BatchedPlan, GridPlan, batched_plan
