@@ -9,6 +9,7 @@ import pytest
 
 import blasdx
 from blasdx import SM, Arrangement, BitOp, Precision, Size, Type, Warp
+from blasdx.describe.precision import PRECISIONS
 from blasdx.kinds.warp import warp_kernel_plan
 from blasdx.runtime.arguments import scalar
 
@@ -49,7 +50,8 @@ def test_execute_runs_an_item_a_warp(spec, batch):
     """Batches of one item, of part of a block's warps and of many blocks; C poisoned where beta = 0."""
     desc = describe(*spec)
     assert warp_kernel_plan(desc.plan).threads == 32 * warp_kernel_plan(desc.plan).warps
-    run_and_check(desc, np.random.default_rng(SEED), batch=batch, alpha=1.5, beta=0.5, seed=SEED)
+    alpha, beta = (1.5, 0.5) if PRECISIONS[desc.precision.c].is_float else (2, -1)
+    run_and_check(desc, np.random.default_rng(SEED), batch=batch, alpha=alpha, beta=beta, seed=SEED)
     run_and_check(desc, np.random.default_rng(SEED + 1), batch=batch, beta=0, seed=SEED)
 
 
