@@ -748,29 +748,22 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
   const bool read_c = !blasdx::is_zero(beta);
-  // Start the copies of one item into one stage of shared memory.
-  auto start_loads = [&](long long item, int stage) {
-    unsigned char* base = smem + stage * shared_memory_size;
-    load_a(static_cast<const a_t*>(a) + item * stride_a, reinterpret_cast<a_t*>(base + a_offset));
-    load_b(static_cast<const b_t*>(b) + item * stride_b, reinterpret_cast<b_t*>(base + b_offset));
-    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(base + c_offset));
-    blasdx::copy_commit();
-  };
-  int stage = 0;
+  a_t* sa = reinterpret_cast<a_t*>(smem + a_offset);
+  b_t* sb = reinterpret_cast<b_t*>(smem + b_offset);
   // Every thread of the block calls it: on return, item's A and B (and a staged C) are in
   // shared memory.
   auto copy_in = [&](long long item) {
-    start_loads(item, 0);
+    load_a(static_cast<const a_t*>(a) + item * stride_a, sa);
+    load_b(static_cast<const b_t*>(b) + item * stride_b, sb);
+    if (read_c) load_c(static_cast<const c_t*>(c) + item * stride_c, reinterpret_cast<c_t*>(smem + c_offset));
+    blasdx::copy_commit();
     blasdx::copy_wait_prior<0>();
   };
   for (long long item = blockIdx.x; item < batch; item += gridDim.x) {
     copy_in(item);
-    unsigned char* base = smem + stage * shared_memory_size;
-    a_t* sa = reinterpret_cast<a_t*>(base + a_offset);
-    b_t* sb = reinterpret_cast<b_t*>(base + b_offset);
-    c_t* sc = reinterpret_cast<c_t*>(base + c_offset);
+    c_t* sc = reinterpret_cast<c_t*>(smem + c_offset);
     execute(alpha, sa, sb, beta, sc);
     store_c(sc, static_cast<c_t*>(c) + item * stride_c);
-    __syncthreads();  // every thread is done with this stage before it is loaded again
+    __syncthreads();  // every thread is done with A, B and C in shared memory before they are loaded again
   }
 }
