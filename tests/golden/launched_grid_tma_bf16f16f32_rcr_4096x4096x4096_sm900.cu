@@ -1224,8 +1224,8 @@ __device__ __forceinline__ void nearest_quad_columns(int col, int cols, int (&cc
 // and C is aligned to four elements, each lane writes four neighbours (neighbour_quad); other
 // tiles write pairs as before. Every value is computed, those outside the problem at the nearest
 // element inside it (so that hooks and the bias read only C's own), and only the stores test the
-// bounds: one copy of the epilogue for all tiles, as compile time wants. An H100: 4000x3000x1000
-// float16 0.091-0.095 -> 0.078 ms, fused bias + gelu 0.100 -> 0.091.
+// bounds: one copy of the epilogue for all tiles, as compile time wants; four neighbours a store
+// ran faster than pairs, plain and fused (benchmarks/RESULTS.md).
 template <class CLoad, class CStore>
 __device__ __forceinline__ void store_tile_quads(const accumulator& acc, const worker& w, c_t* c_tile, int rows, int cols,
                                                  bool pairs, const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
@@ -1347,7 +1347,7 @@ __device__ __forceinline__ void store_block_tile(const accumulator& acc, c_t* c,
           const c_t v1 = epilogue(r, col + 1, values[i][j][v + 1], old.y, alpha, beta, c_load, c_store);
           if (pairs && both && sizeof(c_pair_t) == 16) {  // one store (store_global): NVVM wrote float64 pairs as two
             blasdx::store_global(reinterpret_cast<c_pair_t*>(to), c_pair_t{v0, v1});
-          } else if (pairs && both) {  // 8-byte pairs as written: store_global cost float32 RRR 8% (less aligned arrays)
+          } else if (pairs && both) {  // 8-byte pairs as written: store_global ran slower on float32 RRR (less aligned arrays)
             *reinterpret_cast<c_pair_t*>(to) = c_pair_t{v0, v1};
           } else {
             to[0] = v0;
@@ -1431,7 +1431,7 @@ __device__ __forceinline__ void cluster_sync() {
 }
 // Arrive on the mbarrier at `bar`'s place in the shared memory of block `rank` of the cluster, with
 // the default (release at CTA scope) semantics: .release.cluster fences every arrival (a MEMBAR
-// that made the kernel 2x slower), and the stage it frees has only been read, its reads done.
+// that slowed the kernel down), and the stage it frees has only been read, its reads done.
 __device__ __forceinline__ void mbarrier_arrive_in(unsigned long long* bar, unsigned rank) {
   asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
                "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
