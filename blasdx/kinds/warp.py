@@ -4,7 +4,7 @@ its scope: gemm_rank() the lane, gemm_sync() __syncwarp). execute() runs a batch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
@@ -14,7 +14,7 @@ from ..codegen.naming import check_namespace
 from ..codegen.render import fusion_context, render_block, render_common, template
 from ..errors import UnsupportedError
 from ..plan import GemmPlan, PlanOverrides, make_plan, with_alignment
-from ..plan.block import name_stem
+from ..plan.block import name_stem, plan_as
 from ..plan.explain import block_gemm_lines, kernels_line
 from ..plan.kernel import MAX_GRID, KernelParameter, copies_asynchronously, kernel_parameters, shared_layout
 from . import ExecutionKind
@@ -33,6 +33,7 @@ class WarpGemmPlan(GemmPlan):
     """A Warp() descriptor's plan: the block GEMM's, run by one warp (``scope`` "warp")."""
 
     execution: ClassVar[str] = "warp"  # blasdx.kinds.warp
+    scope: ClassVar[str] = "warp"
 
     @property
     def kernel_name(self) -> str:
@@ -41,8 +42,7 @@ class WarpGemmPlan(GemmPlan):
 
 def plan_warp(desc: Descriptor, overrides: PlanOverrides) -> WarpGemmPlan:
     """The block GEMM's plan of ``desc`` (whose Warp() fixes 32 threads) with the warp as its scope."""
-    plan = make_plan(desc, overrides)
-    return WarpGemmPlan(**{f.name: getattr(plan, f.name) for f in fields(plan)} | {"scope": "warp"})
+    return plan_as(WarpGemmPlan, make_plan(desc, overrides))
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, astuple, dataclass, replace
+from dataclasses import asdict, astuple, dataclass, fields, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Instruction
 from ..describe.precision import PRECISIONS, short_code
@@ -22,6 +22,8 @@ from .overrides import NO_OVERRIDES, PlanOverrides
 
 if TYPE_CHECKING:
     from ..describe.descriptor import Descriptor
+
+PlanType = TypeVar("PlanType", bound="GemmPlan")
 
 # Accumulator registers one warp may hold for its output tile.
 MAX_WARP_ACCUMULATOR_REGS = 64
@@ -75,7 +77,8 @@ class MatrixPlan:
 
 @dataclass(frozen=True)
 class GemmPlan:
-    """Everything the templates print, decided once from a descriptor."""
+    """The block GEMM of a Block() descriptor, as device_source() prints it: everything decided once from the
+    descriptor. Its kinds add their own fields: the batched kernel's (BatchedGemmPlan), a Grid() tile's (TilePlan)."""
 
     execution: ClassVar[str] = "block"  # its kind: blasdx.kinds.block
     # A Grid() descriptor's batched alternative (GridPlan.item_block); a block GEMM is its own.
@@ -106,25 +109,20 @@ class GemmPlan:
     # its columns likewise (group_m = tile_m: one block of rows). Equal to the tile on mma.
     group_m: int
     group_n: int
-    shared_memory_size: int  # of one block GEMM (the descriptor's trait)
+    shared_memory_size: int  # of A, B and C as this GEMM lays them out (the descriptor's trait, or a kernel's stage)
     use_cp_async: bool
     bit_op: str  # "xor" or "and" for binary GEMMs, else ""
     # FMA: threads t and t^1 take the same rows, t and t^2 the same columns (see the template).
     fma_thread_pairs: bool = False
-    # The batched kernel keeps C in registers, between global memory and the products, not
-    # in shared memory (see blasdx.plan.kernel). False for the device function.
-    c_in_registers: bool = False
-    # With C in registers: 16-bit C of one warp's whole tile moves between global memory and the
-    # registers 16 bytes a lane, through a padded tile in shared memory (ldmatrix / stmatrix; see
-    # blasdx.plan.kernel.stages_c_in_16_byte_pieces). False for the device function.
-    c_staged_16_bytes: bool = False
-    # float64 mma Grid() tiles with A and B K-major: the K loop, unrolled, loads the next step's
-    # fragments into a second set of registers while the current step multiplies (see make_plan).
-    pipelined_fragments: bool = False
+    overrides: PlanOverrides = NO_OVERRIDES
     # Whose threads run the GEMM: "block" (the block's first `threads`, its barrier __syncthreads) or
     # "warp" (each warp of the block its own GEMM, by lane, its barrier __syncwarp).
-    scope: str = "block"
-    overrides: PlanOverrides = NO_OVERRIDES
+    scope: ClassVar[str] = "block"
+    # The batched kernel's choices (BatchedGemmPlan) and a Grid() tile's (TilePlan), off elsewhere; last,
+    # so that the fields the subclasses give them follow the fields without defaults.
+    c_in_registers: ClassVar[bool] = False
+    c_staged_16_bytes: ClassVar[bool] = False
+    pipelined_fragments: ClassVar[bool] = False
 
     @cached_property
     def _hash(self) -> int:
@@ -214,6 +212,20 @@ class GemmPlan:
     @property
     def kernel_name(self) -> str:
         return f"{name_stem('gemm', self)}_t{self.threads}_{self.digest}"
+
+
+def plan_as(cls: type[PlanType], plan: GemmPlan, **changes: Any) -> PlanType:
+    """``plan``'s fields, with ``changes``, as a ``cls`` (a GemmPlan of another kind or role)."""
+    return cls(**{f.name: getattr(plan, f.name) for f in fields(plan)} | changes)
+
+
+@dataclass(frozen=True)
+class TilePlan(GemmPlan):
+    """A Grid() descriptor's tile: the block GEMM multiplied over a whole problem's K tiles."""
+
+    # float64 mma tiles with A and B K-major: the K loop, unrolled, loads the next step's fragments
+    # into a second set of registers while the current step multiplies (see make_plan).
+    pipelined_fragments: bool = False
 
 
 def digest_of(fields: dict[str, Any]) -> str:
@@ -334,7 +346,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
     pairs = not instr.is_mma and tiles_m % 2 == 0 and tiles_n % 2 == 0
     if overrides.fma_thread_pairs is not None:
         pairs = pairs and overrides.fma_thread_pairs
-    return GemmPlan(
+    plan = GemmPlan(
         sm=desc.sm, m=m, n=n, k=k, is_complex=desc.is_complex,
         a=mats["a"], b=mats["b"], c=mats["c"],
         instruction=instr, instruction_reason=reason,
@@ -344,8 +356,8 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= CP_ASYNC_MIN_SM,
         bit_op=desc.bit_op or "", fma_thread_pairs=pairs, overrides=overrides,
-        pipelined_fragments=pipelined,
     )
+    return plan_as(TilePlan, plan, pipelined_fragments=pipelined) if long_k_loop else plan
 
 
 def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool) -> tuple[int, int, int, int]:

@@ -214,7 +214,7 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     ]
     # The tile's instruction, its conditions and how its warps split it; its own copies,
     # shared memory and threads are the grid's, said above.
-    tile_lines = explain_block(desc.tile_descriptor, t)
+    tile_lines = block_gemm_lines(desc.tile_descriptor, t)
     keep = False
     for line in tile_lines:  # a kept line and the lines indented under it
         keep = line.startswith(_TILE_LINES) or (keep and line.startswith(" "))

@@ -21,7 +21,7 @@ from ..describe.precision import PRECISIONS
 from ..describe.traits import GRID_MIN_TILES
 from ..errors import DescriptorError, UnsupportedError
 from ..tuning import tuning_of
-from .block import GemmPlan, MatrixPlan, digest_of, make_plan, matrix_plan, name_stem, vector_bytes_of
+from .block import GemmPlan, MatrixPlan, TilePlan, digest_of, make_plan, matrix_plan, name_stem, vector_bytes_of
 from .kernel import KernelParameter, kernel_parameters, shared_layout
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class GridPlan:
     c: MatrixPlan
     # One block's GEMM of a tile: A and B in shared memory at padded (or swizzled) layouts,
     # one stage of shared_memory_size bytes; C stays in registers.
-    tile: GemmPlan
+    tile: TilePlan
     stages: int  # K tiles in flight per block
     group_m: int  # tile rows per group of the tile order
     # Whether the kernel can split a tile's K loop over several blocks (split-K): where a batch

@@ -16,7 +16,7 @@ from ..arch import BLOCK_RESERVED_SHARED, STMATRIX_MIN_SM, SWIZZLE_ALIGNMENT, sh
 from ..describe.traits import padded_leading_dimension
 from ..errors import UnsupportedError
 from ..tuning import tuning_of
-from .block import GemmPlan, MatrixPlan
+from .block import GemmPlan, MatrixPlan, plan_as
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,20 @@ def shared_layout(plan: GemmPlan, pad: bool, without_c: bool) -> tuple[dict[str,
     return mats, offset
 
 
+@dataclass(frozen=True)
+class BatchedGemmPlan(GemmPlan):
+    """A block GEMM laid out for the batched kernel (``kernel_plan``): shared memory padded, one stage of A, B
+    (and C) its ``shared_memory_size``; C in registers or in shared memory."""
+
+    # C stays in registers between global memory and the products, not in shared memory.
+    c_in_registers: bool = False
+    # With C in registers: 16-bit C of one warp's whole tile moves between global memory and the registers 16 bytes
+    # a lane, through a padded tile in shared memory (ldmatrix / stmatrix; stages_c_in_16_byte_pieces).
+    c_staged_16_bytes: bool = False
+
+
 @lru_cache(maxsize=1024)
-def kernel_plan(plan: GemmPlan) -> GemmPlan:
+def kernel_plan(plan: GemmPlan) -> BatchedGemmPlan:
     """The plan of the batched kernel behind execute(). Its shared-memory copies of A, B
     and C have padded leading dimensions (global memory keeps the descriptor's), unless the
     padding would not fit the SM's shared-memory limit. C skips shared memory where
@@ -129,8 +141,9 @@ def kernel_plan(plan: GemmPlan) -> GemmPlan:
     staged_16_bytes = c_in_registers and stages_c_in_16_byte_pieces(plan)
     if c_in_registers and not staged_16_bytes:  # C leaves shared memory; staged, it keeps its padded tile
         mats, size = fitting_layout(True)
-    return replace(plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size, c_in_registers=c_in_registers,
-                   c_staged_16_bytes=staged_16_bytes, use_cp_async=copies_asynchronously(plan))
+    return plan_as(BatchedGemmPlan, plan, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=size,
+                   c_in_registers=c_in_registers, c_staged_16_bytes=staged_16_bytes,
+                   use_cp_async=copies_asynchronously(plan))
 
 
 # The largest grid a launch takes (CUDA's limit of gridDim.x); the batched kernel's blocks loop
@@ -143,7 +156,7 @@ class BatchedPlan:
     """The plan of the batched kernel behind a Block() descriptor's execute(): a block per batch item, each the
     block GEMM laid out for the kernel (``kernel``, kernel_plan's). A KernelPlan (blasdx.plan.kinds)."""
 
-    kernel: GemmPlan
+    kernel: BatchedGemmPlan
 
     @property
     def execution(self) -> str:

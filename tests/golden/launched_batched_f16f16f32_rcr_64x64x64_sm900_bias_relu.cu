@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_f0bdc575
+// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_d2f161d9
 //   64x64x64, wgmma_f16, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 128 threads of the block (in thread-rank
@@ -1072,7 +1072,7 @@ struct store_with_bias_op {
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_f0bdc575_f44b5b6e0(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_d2f161d9_f44b5b6e0(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, const void* bias, long long bias_batch_stride, long long bias_row_stride, long long bias_col_stride) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];

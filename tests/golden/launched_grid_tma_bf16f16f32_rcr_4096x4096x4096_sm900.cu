@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm900_bf16bf16f32_256x128x64_rcr_t512_cffdb450
+// blasdx block GEMM blasdx_gemm_sm900_bf16bf16f32_256x128x64_rcr_t512_ea9fc01c
 //   256x128x64, wgmma_bf16, 512 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 512 threads of the block (in thread-rank
@@ -1096,7 +1096,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 
 }  // namespace blasdx_block_gemm
 
-// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_51c0663e: 4096x4096x4096 in tiles of 256x128x64
+// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_18c8240e: 4096x4096x4096 in tiles of 256x128x64
 // Added to namespace blasdx_block_gemm, whose block GEMM (above) is one tile: a block computes a tile of C
 // with mainloop() into an accumulator, then writes it (store_block_tile), or does more with it first.
 //   for (int t = blockIdx.x; t < block_tiles; t += gridDim.x) {         // any order of tiles
@@ -1543,7 +1543,7 @@ __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, GRID_PARAMETERS, TMA_PARAMETERS), in that order.
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 64,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_51c0663e(
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_18c8240e(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace, const __grid_constant__ blasdx::tensor_map a_map, const __grid_constant__ blasdx::tensor_map b_map) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];
