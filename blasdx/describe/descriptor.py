@@ -21,24 +21,26 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 from ..arch import WGMMA_OF, WGMMA_SM, Instruction, choose_instruction
 from ..errors import ArgumentError, CompositionError, DescriptorError, IncompleteDescriptorError
 from . import rules
+from .operands import (
+    arrangement_of,
+    element_sizes_of,
+    is_complex_of,
+    packs_of,
+    precision_of,
+    round_up,
+    takes_float_micro_tiles,
+)
 from .operators import OPERATOR_KINDS, SM, BitOp, Block, Function, Operator, Size, Type
 from .traits import (
     WgmmaChoice,
-    arrangement_of,
-    element_sizes_of,
     extents_of,
     forbids_wgmma,
-    is_complex_of,
     item_operators_of,
     leading_dimension_of,
-    packs_of,
     padded_leading_dimension,
-    precision_of,
-    round_up,
     shared_memory_parts_of,
     stored_rows,
     suggested_tile_of,
-    takes_float_micro_tiles,
     tile_of,
     tile_operators_of,
     wgmma_choice_of,

@@ -15,19 +15,10 @@ from collections.abc import Callable, Mapping
 
 from ..arch import BIT_AND_MIN_SM, choose_instruction, shared_memory_limit
 from ..errors import DescriptorError, UnsupportedError
+from .operands import arrangement_of, element_sizes_of, is_complex_of, k_major, precision_of
 from .operators import Operator
 from .precision import PRECISIONS, PrecisionInfo
-from .traits import (
-    arrangement_of,
-    element_sizes_of,
-    is_complex_of,
-    k_major,
-    leading_dimension_of,
-    precision_of,
-    shared_memory_parts_of,
-    stored_rows,
-    wgmma_choice_of,
-)
+from .traits import leading_dimension_of, shared_memory_parts_of, stored_rows, wgmma_choice_of
 
 
 def check(ops: Mapping[str, Operator], complete: bool = False, grid_tile: bool = False) -> None:

@@ -1,6 +1,7 @@
 """Traits of a plain mapping of operators (kind -> operator): defaults filled in.
 
-The ``*_of`` helpers here are the one home of what a descriptor's traits mean; the rules
+The ``*_of`` helpers here and in :mod:`.operands` (those of A, B and C that no instruction
+family decides) are the one home of what a descriptor's traits mean; the rules
 (:mod:`blasdx.describe.rules`), the Descriptor and the planner read them and never
 re-derive them.
 """
@@ -8,7 +9,6 @@ re-derive them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..arch import (
@@ -22,41 +22,18 @@ from ..arch import (
     swizzle_width,
 )
 from ..tuning import tuning_of
-from .operators import Arrangement, Block, BlockDim, Operator, Precision, Size, Tile, TransposeMode
-from .precision import PRECISIONS
-
-Operators = Mapping[str, Operator]
-
-
-def arrangement_of(ops: Operators) -> dict[str, str]:
-    """Memory order of A, B, C: Arrangement, else TransposeMode, else the default."""
-    if "TransposeMode" in ops:
-        tm = ops["TransposeMode"]
-        layout = TransposeMode.LAYOUT
-        return {"a": layout[tm.a], "b": layout[tm.b], "c": "col_major"}  # type: ignore[attr-defined]
-    arr = ops.get("Arrangement", Arrangement())
-    return {"a": arr.a, "b": arr.b, "c": arr.c}  # type: ignore[attr-defined]
-
-
-def precision_of(ops: Operators) -> dict[str, str]:
-    prec = ops.get("Precision", Precision())
-    return {"a": prec.a, "b": prec.b, "c": prec.c}  # type: ignore[attr-defined]
-
-
-def is_complex_of(ops: Operators) -> bool:
-    return "Type" in ops and ops["Type"].value == "complex"  # type: ignore[attr-defined]
-
-
-def element_sizes_of(ops: Operators) -> dict[str, int]:
-    """Bytes of one stored element of A, B, C (a complex element holds two reals; a packed
-    element, a byte of two int4 or a uint32 of 32 bits, holds several values)."""
-    factor = 2 if is_complex_of(ops) else 1
-    return {m: PRECISIONS[p].itemsize * factor for m, p in precision_of(ops).items()}
-
-
-def packs_of(ops: Operators) -> dict[str, int]:
-    """Values per stored element of A, B, C: 1, or 2 (int4, uint4) or 32 (binary)."""
-    return {m: PRECISIONS[p].pack for m, p in precision_of(ops).items()}
+from .operands import (
+    Operators,
+    arrangement_of,
+    element_sizes_of,
+    is_complex_of,
+    k_major,
+    packs_of,
+    precision_of,
+    round_up,
+    takes_float_micro_tiles,
+)
+from .operators import Block, BlockDim, Operator, Size, Tile
 
 
 def extents_of(size: Size) -> dict[str, tuple[int, int]]:
@@ -76,10 +53,6 @@ def leading_dimension_of(ops: Operators) -> dict[str, int]:
         return {"a": ld.a, "b": ld.b, "c": ld.c}  # type: ignore[attr-defined]
     arr = arrangement_of(ops)
     return {m: stored_rows(arr[m], *rc) for m, rc in extents_of(ops["Size"]).items()}  # type: ignore[arg-type]
-
-
-def round_up(x: int, to: int) -> int:
-    return -(-x // to) * to
 
 
 def shared_memory_parts_of(ops: Operators) -> dict[str, int]:
@@ -236,16 +209,6 @@ def padded_leading_dimension(ld: int, element_size: int, unit: int = 16) -> int:
     return padded
 
 
-def takes_float_micro_tiles(precision: Mapping[str, str], is_complex: bool, m: int, n: int) -> bool:
-    """Whether the FMA path can give a thread an 8x4 float micro-tile: real float32 A and B
-    (accumulated in float, so C is not float64) and m, n multiples of 8 and 4. The plan
-    takes it where each thread has 32 outputs or more (see the FMA micro-tile rule in
-    blasdx.plan.block), and ``suggested_block_dim`` asks for that many threads where
-    m * n >= 4096."""
-    return (not is_complex and precision["a"] == precision["b"] == "float32" and precision["c"] != "float64"
-            and m % 8 == 0 and n % 4 == 0)
-
-
 # --- Grid(): the whole problem over many blocks, each a block GEMM of the tile ------------
 
 # Operators a Grid() descriptor hands to its tile's Block() descriptor, as they are.
@@ -256,11 +219,6 @@ TILE_KINDS: tuple[str, ...] = ("Precision", "Type", "Function", "BitOp", "Arrang
 # Tiles a problem should have before the suggested tile stops shrinking: half the 132 SMs of
 # an H100 (at one block per SM, a wave of tiles half the size costs about one of full ones).
 GRID_MIN_TILES = 66
-
-
-def k_major(arr: dict[str, str]) -> bool:
-    """Whether A and B run contiguously along k (row-major A, column-major B)."""
-    return (arr["a"], arr["b"]) == ("row_major", "col_major")
 
 
 def suggested_tile_of(ops: Operators) -> Tile:
