@@ -13,6 +13,9 @@ from .precision import PRECISIONS
 
 Operators = Mapping[str, Operator]
 
+# The defaults of an absent Precision and Arrangement, made once (operators are immutable).
+_PRECISION, _ARRANGEMENT = Precision(), Arrangement()
+
 
 def arrangement_of(ops: Operators) -> dict[str, str]:
     """Memory order of A, B, C: Arrangement, else TransposeMode, else the default."""
@@ -20,12 +23,12 @@ def arrangement_of(ops: Operators) -> dict[str, str]:
         tm = ops["TransposeMode"]
         layout = TransposeMode.LAYOUT
         return {"a": layout[tm.a], "b": layout[tm.b], "c": "col_major"}  # type: ignore[attr-defined]
-    arr = ops.get("Arrangement", Arrangement())
+    arr = ops.get("Arrangement", _ARRANGEMENT)
     return {"a": arr.a, "b": arr.b, "c": arr.c}  # type: ignore[attr-defined]
 
 
 def precision_of(ops: Operators) -> dict[str, str]:
-    prec = ops.get("Precision", Precision())
+    prec = ops.get("Precision", _PRECISION)
     return {"a": prec.a, "b": prec.b, "c": prec.c}  # type: ignore[attr-defined]
 
 
