@@ -42,7 +42,7 @@ SWEEP = list(sweep())
 def test_every_family_answers_the_interface(family):
     assert isinstance(family.name, str) and isinstance(family.scope, str) and isinstance(family.accumulators, str)
     assert isinstance(family.swizzled_operands, bool)
-    assert (ROOT / "templates" / family.template).is_file()
+    assert (ROOT / "templates" / family.template).is_file() and (ROOT / "templates" / family.accumulator_template).is_file()
     grid = gemm((4000, 3000, 1000), ("float16", "float16", "float32"), "rcr", 900).replace(Grid())
     for desc in SWEEP[:: len(SWEEP) // 40]:
         ops = desc.operator_map
@@ -105,3 +105,12 @@ def test_the_suggestions_are_the_chosen_familys():
         if grid is not None:
             tile = next(tile for family in FAMILIES if (tile := family.suggested_tile(grid.operator_map)) is not None)
             assert grid.suggested_tile == (tile.m, tile.n, tile.k)
+
+
+def test_the_family_templates_are_peers():
+    """gemm.cuh.j2 includes the chosen family's partials by name; no family's partial includes another's."""
+    gemm_template = (ROOT / "templates" / "gemm.cuh.j2").read_text()
+    assert "{% include family_template %}" in gemm_template and "{% include accumulator_template %}" in gemm_template
+    for family in FAMILIES:
+        text = (ROOT / "templates" / family.template).read_text()
+        assert not any(f'include "{other.template}"' in text for other in FAMILIES)

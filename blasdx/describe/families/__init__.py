@@ -25,6 +25,7 @@ class Family(Protocol):
     accumulators: str  # where its accumulators live
     swizzled_operands: bool  # A and B lie in shared memory in the swizzled layouts its instructions read
     template: str  # its partial of templates/ (the tiles, multiply_tile, store_tile)
+    accumulator_template: str  # its pieces of the device API (extending gemm/accumulator.cuh.j2)
 
     def conditions(self, ops: Operators, threads: int | None = None) -> tuple[Condition, ...]:
         """Each condition and whether it holds, at ``threads`` (default: BlockDim's, else its suggestion)."""

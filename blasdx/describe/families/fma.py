@@ -21,6 +21,7 @@ scope = "thread"
 accumulators = "registers"
 swizzled_operands = False
 template = "gemm/fma.cuh.j2"
+accumulator_template = "gemm/fma_accumulator.cuh.j2"
 
 
 def conditions(ops: Operators, threads: int | None = None) -> tuple[Condition, ...]:

@@ -15,6 +15,7 @@ scope = "warp"
 accumulators = "registers"
 swizzled_operands = False
 template = "gemm/mma.cuh.j2"
+accumulator_template = "gemm/mma_accumulator.cuh.j2"
 
 
 def conditions(ops: Operators, threads: int | None = None) -> tuple[Condition, ...]:

@@ -26,6 +26,7 @@ scope = "warpgroup"
 accumulators = "registers"
 swizzled_operands = True
 template = "gemm/wgmma.cuh.j2"
+accumulator_template = "gemm/wgmma_accumulator.cuh.j2"
 
 
 @dataclass(frozen=True)
