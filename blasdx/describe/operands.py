@@ -1,8 +1,6 @@
 """What the operators say of A, B and C, defaults filled in: precisions, arrangement, element sizes.
-
 The traits that no instruction family decides, which the families (:mod:`.families`) read;
-:mod:`.traits` holds the rest.
-"""
+:mod:`.traits` holds the rest."""
 
 from __future__ import annotations
 

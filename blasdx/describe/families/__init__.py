@@ -1,9 +1,6 @@
-"""Instruction families: one module per way of computing the block GEMM's products.
-
-Each family owns its conditions (with the words explain() and UnsupportedError print), the tile
-and threads it suggests, where its accumulators live and its template partials; the instruction
-is that of the first family in FAMILIES whose conditions hold (``family_of``).
-"""
+"""Instruction families, one module each: its conditions (with the words explain() and UnsupportedError
+print), suggested tile and threads, where its accumulators live and its templates. The instruction is
+that of the first family in FAMILIES whose conditions hold (``family_of``), decided here alone."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Hopper's warpgroup MMA (wgmma.mma_async, sm_90a): the four warps of a warpgroup issue each
-instruction for a 64 x N tile, reading A and B from shared memory in swizzled layouts; the
-accumulators are the threads' registers, in the fragments of the mma.sync that computes them
-where wgmma cannot run (templates/gemm/wgmma.cuh.j2)."""
+"""Hopper's warpgroup MMA (wgmma.mma_async, sm_90a): a warpgroup issues each instruction for a 64 x N
+tile, reading A and B from swizzled shared memory; its accumulators are registers in the fragments
+of the mma.sync that computes them where wgmma cannot run (templates/gemm/wgmma.cuh.j2)."""
 
 from __future__ import annotations
 
