@@ -16,6 +16,7 @@ import jinja2
 
 from .. import settings
 from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
+from ..describe.families import family_issuing
 from ..errors import BlasdxError
 from ..plan import BatchedPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
 from ..plan.block import vector_bytes_of
@@ -112,6 +113,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
     """The block GEMM's template context: the plan's values, spelled for C++; ``fma_pipelined``:
     the vector FMA loop loads the next steps' values while it multiplies (GridPlan.fma_pipelined)."""
     instr = plan.instruction
+    family = family_issuing(instr)
     ctx = {
         "name": name,
         "kernel_name": plan.kernel_name,
@@ -127,7 +129,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "warp_scope": plan.scope == "warp",
         "warps": plan.warps,
         "shared_memory_size": plan.shared_memory_size,
-        "mma": instr.is_mma,
+        "mma": instr.is_mma,  # unread here: the templates before the families' read it (benchmarks/ab.py's templates base)
         "instr": instr.name,
         "tile_m": plan.tile_m, "tile_n": plan.tile_n,
         "tiles_m": plan.tiles_m, "tiles_n": plan.tiles_n, "tiles": plan.tiles,
@@ -143,6 +145,9 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "c_staged_16_bytes": plan.c_staged_16_bytes,
         "c_vector": plan.c_vector,
         "workers_text": f"{plan.warps} warps" if instr.is_mma else f"{plan.threads} threads",
+        # The family's partials: its tiles (gemm.cuh.j2 includes it) and its pieces of the device API.
+        "family_template": family.template,
+        "accumulator_template": family.accumulator_template,
     }
     ctx["wgmma"] = instr.is_wgmma
     if instr.fallback is not None:  # wgmma

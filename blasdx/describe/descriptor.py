@@ -12,39 +12,27 @@ reaches downstream (the documented seam of the layering; tests/project/test_laye
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
-from ..arch import WGMMA_OF, WGMMA_SM, Instruction, choose_instruction
+from ..arch import Instruction
 from ..errors import ArgumentError, CompositionError, DescriptorError, IncompleteDescriptorError
 from . import rules
+from .families import family_of, wgmma
+from .operands import arrangement_of, element_sizes_of, execution_of, is_complex_of, packs_of, precision_of, round_up
 from .operators import OPERATOR_KINDS, SM, BitOp, Execution, Function, Operator, Size, Type, execution_operators
 from .traits import (
-    WgmmaChoice,
-    arrangement_of,
-    element_sizes_of,
-    execution_of,
     extents_of,
-    forbids_wgmma,
-    is_complex_of,
     item_operators_of,
     leading_dimension_of,
-    packs_of,
     padded_leading_dimension,
-    precision_of,
-    round_up,
     shared_memory_parts_of,
     stored_rows,
     suggested_tile_of,
-    takes_float_micro_tiles,
     tile_of,
     tile_operators_of,
-    wgmma_choice_of,
-    wgmma_n_step,
-    wgmma_threads,
 )
 
 if TYPE_CHECKING:
@@ -309,56 +297,38 @@ class Descriptor:
 
     @cached_property
     def instruction_choice(self) -> tuple[Instruction, str]:
-        """The instruction and the reason for it (``explain()`` prints both): Hopper's
-        warpgroup MMA where every condition of ``wgmma_choice`` holds, else the warp-level
-        instruction with the conditions that failed."""
+        """The instruction and the reason for it (``explain()`` prints both): that of the first
+        instruction family whose conditions hold (``blasdx.describe.families.family_of``), with what
+        the families before it lacked. Of the tile, for Grid()."""
         if self.is_grid:
             return self.tile_descriptor.instruction_choice
-        p = self.precision
-        base, reason = choose_instruction(p.a, p.b, p.c, self.is_complex, self.sm)
-        if forbids_wgmma(self._ops):
-            return base, f"{reason}; InstructionFamily('mma') forbids wgmma"
-        choice = self.wgmma_choice
-        if choice is None or self.sm != WGMMA_SM:  # wgmma is Hopper's alone: other SMs are not told its conditions
-            return base, reason
-        if choice.holds:
-            wgmma = WGMMA_OF[base.name]
-            return wgmma, f"wgmma.mma_async m64nNk{wgmma.k} (sm_90a) takes {p.a} x {p.b} -> {p.c}: every condition holds"
-        return base, f"{reason}; not wgmma, which needs: " + "; ".join(choice.failed)
+        self._require(SM, "sm")
+        chosen = family_of(self._ops)
+        return chosen.instruction, chosen.reason
 
     @cached_property
-    def wgmma_choice(self) -> WgmmaChoice | None:
+    def wgmma_choice(self) -> wgmma.WgmmaChoice | None:
         """Each condition of Hopper's warpgroup MMA and whether it holds, with the tile and the
         swizzled layouts it takes (None where wgmma is out of the question). Of the tile, for Grid()."""
         if self.is_grid:
             return self.tile_descriptor.wgmma_choice
-        return wgmma_choice_of(self._ops)
+        return wgmma.choice(self._ops)
 
     @cached_property
     def suggested_block_dim(self) -> XYZ:
-        """wgmma (``wgmma_choice``): a warpgroup per tile, at most two (``wgmma_threads``).
-        Otherwise one warp per 64 x 32 outputs (16-bit tensor cores, whose fragments load with
-        ldmatrix: a warp per 32 x 32 ran no faster batched and slower as a block GEMM, in
-        benchmarks/RESULTS.md, Block GEMM against cuBLASDx), per 32 x 32 outputs (the other
-        tensor-core paths; float32 FMA with 4096 outputs or more, where each thread computes an
-        8x4 micro-tile: ``takes_float_micro_tiles``) or per 16 x 32 outputs (the other FMA
-        GEMMs), rounded up to whole warps, between 32 and 256 threads: ``(threads, 1, 1)``."""
+        """The threads of the first instruction family whose conditions hold at its own suggestion
+        (each family's ``suggested_threads``), BlockDim aside: ``(threads, 1, 1)``."""
         if self.is_grid:
             return self.tile_descriptor.suggested_block_dim
         fixed = self._ops["Execution"].fixed_threads if "Execution" in self._ops else None  # type: ignore[attr-defined]
         if fixed is not None:
             return XYZ(fixed, 1, 1)
-        m, n, _ = self.size
-        threads = wgmma_threads(m, n, wgmma_n_step(self.arrangement.b))
-        choice = wgmma_choice_of(self._ops, threads)  # None where InstructionFamily('mma') forbids it
-        if choice is not None and choice.holds:
-            return XYZ(threads, 1, 1)
-        precision = dict(zip("abc", self.precision))
-        large_float = takes_float_micro_tiles(precision, self.is_complex, m, n) and m * n >= 4096
-        instruction = self.instruction
-        per_thread = 64 if instruction.ldmatrix else 32 if instruction.is_mma or large_float else 16
-        threads = round_up(math.ceil(m * n / per_thread), 32)
-        return XYZ(min(256, max(32, threads)), 1, 1)
+        self._require(Size, "size")
+        self._require(SM, "sm")
+        ops = self._ops
+        threads = family_of(ops, lambda family: family.suggested_threads(ops)).threads
+        assert threads is not None
+        return XYZ(threads, 1, 1)
 
     @cached_property
     def block_dim(self) -> XYZ:

@@ -13,22 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..arch import BIT_AND_MIN_SM, choose_instruction, shared_memory_limit
+from ..arch import BIT_AND_MIN_SM, shared_memory_limit
 from ..errors import DescriptorError, UnsupportedError
+from .families import family_named
+from .operands import arrangement_of, element_sizes_of, execution_of, is_complex_of, k_major, precision_of
 from .operators import Operator
 from .precision import PRECISIONS, PrecisionInfo
-from .traits import (
-    arrangement_of,
-    element_sizes_of,
-    execution_of,
-    is_complex_of,
-    k_major,
-    leading_dimension_of,
-    precision_of,
-    shared_memory_parts_of,
-    stored_rows,
-    wgmma_choice_of,
-)
+from .traits import leading_dimension_of, shared_memory_parts_of, stored_rows
 
 
 def check(ops: Mapping[str, Operator], complete: bool = False, grid_tile: bool = False) -> None:
@@ -321,33 +312,24 @@ def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
         )
 
 
+# What InstructionFamily(name) demands, said where the family's conditions fail ({failed}).
+_DEMANDS = {
+    "mma": "InstructionFamily('mma') demands a tensor-core mma instruction, but {failed}; remove InstructionFamily "
+           "or change the Precision",
+    "wgmma": "InstructionFamily('wgmma') demands Hopper's warpgroup MMA, but these conditions fail: {failed}. Change "
+             "the descriptor to meet them, or remove InstructionFamily to let the planner fall back to mma.sync",
+}
+
+
 def _check_instruction_family(ops: Mapping[str, Operator]) -> None:
-    """InstructionFamily('wgmma') needs every wgmma condition; 'mma' needs a tensor-core
-    instruction for the precisions."""
+    """InstructionFamily(name) demands that family: every condition of it must hold (wgmma's, once
+    Size gives the tile's shape)."""
     if "InstructionFamily" not in ops or "SM" not in ops or execution_of(ops) == "Grid":
         return  # Grid(): its tile's Block() descriptor carries InstructionFamily and checks it
-    family = ops["InstructionFamily"].value  # type: ignore[attr-defined]
-    if family == "mma":
-        p = precision_of(ops)
-        base, reason = choose_instruction(p["a"], p["b"], p["c"], is_complex_of(ops), ops["SM"].value)  # type: ignore[attr-defined]
-        if not base.is_mma:
-            raise UnsupportedError(f"InstructionFamily('mma') demands a tensor-core mma instruction, but {reason}; "
-                                   f"remove InstructionFamily or change the Precision")
-        return
-    if "Size" not in ops:
-        return
-    choice = wgmma_choice_of(ops)
-    if choice is None:
-        p = precision_of(ops)
-        failed: tuple[str, ...] = (f"SM 900 with float16, bfloat16, tfloat32, float8 or 8-bit integer A and B (the "
-                                   f"descriptor says SM {ops['SM'].value}, {p['a']} x {p['b']} -> {p['c']})",)  # type: ignore[attr-defined]
-    else:
-        failed = choice.failed
-    if failed:
-        raise UnsupportedError(
-            "InstructionFamily('wgmma') demands Hopper's warpgroup MMA, but these conditions fail: "
-            + "; ".join(failed) + ". Change the descriptor to meet them, or remove InstructionFamily to let the "
-            "planner fall back to mma.sync")
+    name = ops["InstructionFamily"].value  # type: ignore[attr-defined]
+    failed = [words for words, held in family_named(name).conditions(ops) if not held]
+    if failed and not (name == "wgmma" and "Size" not in ops):
+        raise UnsupportedError(_DEMANDS[name].format(failed="; ".join(failed)))
 
 
 def _has(*kinds: str) -> Callable[[Mapping[str, Operator]], bool]:

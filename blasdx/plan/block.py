@@ -15,8 +15,9 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Instruction
+from ..describe.operands import arrangement_of, k_major, takes_float_micro_tiles
 from ..describe.precision import PRECISIONS, short_code
-from ..describe.traits import arrangement_of, k_major, shared_memory_parts_of, takes_float_micro_tiles
+from ..describe.traits import shared_memory_parts_of
 from ..tuning import tuning_of
 from .overrides import NO_OVERRIDES, PlanOverrides
 

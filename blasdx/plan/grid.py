@@ -17,8 +17,8 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from ..arch import BLOCK_RESERVED_SHARED, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
+from ..describe.families.common import GRID_MIN_TILES
 from ..describe.precision import PRECISIONS
-from ..describe.traits import GRID_MIN_TILES
 from ..errors import DescriptorError, UnsupportedError
 from ..tuning import tuning_of
 from .block import GemmPlan, MatrixPlan, TilePlan, digest_of, make_plan, matrix_plan, name_stem, vector_bytes_of
