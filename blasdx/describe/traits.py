@@ -8,7 +8,7 @@ re-derive them.
 
 from __future__ import annotations
 
-from ..arch import SWIZZLE_ALIGNMENT
+from ..arch import SWIZZLE_ALIGNMENT, shared_memory_limit
 from .families import FAMILIES, family_of
 from .operands import Operators, arrangement_of, element_sizes_of, packs_of, round_up
 from .operators import Block, BlockDim, Operator, Size, Tile
@@ -76,7 +76,18 @@ def suggested_tile_of(ops: Operators) -> Tile:
     """The block tile a Grid() descriptor suggests: that of the first instruction family that can run
     its tiles (each family's ``suggested_tile``; the alternatives measured: benchmarks/RESULTS.md, Grid
     against cuBLAS and Fused epilogues)."""
-    return next(tile for family in FAMILIES if (tile := family.suggested_tile(ops)) is not None)
+    tile = next(tile for family in FAMILIES if (tile := family.suggested_tile(ops)) is not None)
+    return _with_two_stages(ops, tile)
+
+
+def _with_two_stages(ops: Operators, tile: Tile) -> Tile:
+    """``tile`` with k halved (not under 8) while two K tiles of its A and B exceed the SM's shared memory:
+    the K loop keeps at least two in flight (SMs of 99 KiB take float64's 128 x 128 tiles 16 deep)."""
+    esize, limit = element_sizes_of(ops), shared_memory_limit(ops["SM"].value)  # type: ignore[attr-defined]
+    k = tile.k
+    while k > 8 and 2 * k * (tile.m * esize["a"] + tile.n * esize["b"]) > limit:
+        k //= 2
+    return tile if k == tile.k else Tile(tile.m, tile.n, k)
 
 
 def tile_of(ops: Operators) -> Tile:

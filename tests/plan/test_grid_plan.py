@@ -4,6 +4,7 @@ TMA and cluster plans of sm_90 tiles."""
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import pytest
@@ -24,6 +25,7 @@ from blasdx import (
     Tile,
     Type,
 )
+from blasdx.arch import accepted_sms, shared_memory_limit
 
 from ..support import F16F32, RCR, arrangement_of, grid
 
@@ -430,3 +432,17 @@ def test_clusters_of_two_share_b_where_tiles_allow():
     assert not plan(size=(200, 150, 4096)).cluster  # split-K compiled in
     assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).cluster  # no TMA
     assert "clusters of two" in grid().explain(width=0)
+
+
+@pytest.mark.parametrize("sm", accepted_sms())
+def test_every_suggested_tile_keeps_two_k_tiles_in_shared_memory(sm):
+    """A Grid() descriptor without Tile plans on every SM: where two K tiles of the family's tile exceed the
+    SM's shared memory (99 KiB: float32's and float64's 128 x 128 tiles), the suggestion is shallower."""
+    for precision, arrangement, kind in itertools.product(
+            [("float64",) * 3, ("float32",) * 3, ("float16", "float16", "float32"), ("int8", "int8", "int32")],
+            ["rcr", "rrr", "ccc"], ["real", "complex"]):
+        if kind == "complex" and precision[0] == "int8":
+            continue
+        desc = (Size(2048, 2048, 2048) + Precision(*precision) + Type(kind) + SM(sm) + Grid()
+                + Arrangement(*({"r": "row_major", "c": "col_major"}[x] for x in arrangement)))
+        assert desc.plan.stages >= 2 and desc.plan.kernel_shared_memory_size <= shared_memory_limit(sm), desc
