@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from .describe.descriptor import Descriptor
-from .describe.operators import SM, Arrangement, LeadingDimension, Operator, Precision, Size
+from .describe.operators import OPERATOR_KINDS, SM, Arrangement, LeadingDimension, Precision, Size
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
 
@@ -44,7 +44,7 @@ _DIFFERENTIABLE_PRECISIONS = ("float16", "bfloat16", "tfloat32", "float32", "flo
 
 _descriptors: dict[str, Descriptor] = {}  # by repr, the op's descriptor argument
 # The names a descriptor's repr uses: the operator classes, and nothing else, for eval.
-_OPERATORS = {cls.__name__: cls for cls in Operator.__subclasses__()}
+_OPERATORS = {cls.__name__: cls for cls in OPERATOR_KINDS}
 
 
 def descriptor_key(desc: Descriptor) -> str:
