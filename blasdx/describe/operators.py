@@ -410,9 +410,6 @@ class Execution(Operator):
         """The operator's name ("Block", "Grid", ...)."""
         return type(self).__name__
 
-    def check_operators(self, ops: Any) -> None:
-        """This kind's own rules across the descriptor's operators (``ops``, by kind); run with the others."""
-
 
 def execution_operators() -> tuple[type[Execution], ...]:
     """Every execution operator, in the order they were defined."""

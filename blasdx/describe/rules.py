@@ -248,12 +248,6 @@ def _check_block_dim(ops: Mapping[str, Operator]) -> None:
         )
 
 
-def _check_execution(ops: Mapping[str, Operator]) -> None:
-    """The execution operator's own rules (Execution.check_operators)."""
-    if "Execution" in ops:
-        ops["Execution"].check_operators(ops)  # type: ignore[attr-defined]
-
-
 def _check_grid_whole_warps(ops: Mapping[str, Operator]) -> None:
     """Grid()'s kernel splits its threads into warps and warpgroups of copies and multiplies: a block
     ending in part of a warp leaves lanes out of that split (and ptxas spills for them)."""
@@ -367,7 +361,6 @@ RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[s
     (_check_leading_dimension, lambda ops: _has("Size", "LeadingDimension")(ops) and _has_arrangement(ops)),
     (_check_alignment, _has("Alignment", "Precision", "Type")),
     (_check_block_dim, _never),
-    (_check_execution, _has("Execution")),
     (_check_grid_whole_warps, _has("Execution", "BlockDim")),
     (_check_grid_operators, _never),
     (_check_grid_size, _has("Execution", "Size")),
