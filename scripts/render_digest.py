@@ -18,10 +18,10 @@ import json
 import re
 import sys
 
-from blasdx import SM, Arrangement, Block, Grid, Precision, Size, Type
+from blasdx import SM, Arrangement, Block, Grid, Precision, Size, Type, Warp
 from blasdx.errors import DescriptorError
+from blasdx.kinds import aligned_plan
 from blasdx.pipeline import device_source, fusion, kernel_source
-from blasdx.plan import grid_with_alignment, with_alignment
 
 PRECISIONS = [("float16", "float16", "float32"), ("float16",) * 3, ("bfloat16", "bfloat16", "float32"),
               ("tfloat32", "tfloat32", "float32"), ("float32",) * 3, ("float64",) * 3,
@@ -31,6 +31,7 @@ ARRANGEMENTS = ["rcr", "rrr", "ccc"]
 SMS = [750, 800, 890, 900, 1000, 1200]
 BLOCK_SIZES = [(64, 64, 64), (128, 128, 64), (30, 31, 33), (16, 16, 256)]
 GRID_SIZES = [(4000, 3000, 1000), (256, 256, 64), (64, 64, 8192)]
+WARP_SIZES = [(32, 32, 32), (16, 8, 64)]
 LAYOUT = {"r": "row_major", "c": "col_major"}
 
 
@@ -41,6 +42,8 @@ def cases():
             yield f"block {prec} {arr} sm{sm} {size}", lambda ops=ops, size=size: sum(ops, Size(*size) + Block())
         for size in GRID_SIZES:
             yield f"grid {prec} {arr} sm{sm} {size}", lambda ops=ops, size=size: sum(ops, Size(*size) + Grid())
+        for size in WARP_SIZES:
+            yield f"warp {prec} {arr} sm{sm} {size}", lambda ops=ops, size=size: sum(ops, Size(*size) + Warp())
     for sm in (800, 900):
         yield (f"block complex sm{sm}",
                lambda sm=sm: Size(32, 32, 32) + Precision("float32") + Type("complex") + SM(sm) + Block())
@@ -50,7 +53,7 @@ def cases():
 
 def sources(desc):
     plan = desc.plan
-    aligned = grid_with_alignment(plan, (16, 16, 16)) if desc.is_grid else with_alignment(plan, (16, 16, 16))
+    aligned = aligned_plan(plan, (16, 16, 16))
     integer = desc.precision.c.startswith(("int", "uint"))
     fused = fusion(desc, None, None if desc.is_complex or integer else "relu", None, None, None, None, True)
     yield "device", device_source(plan, "gemm")
@@ -60,7 +63,7 @@ def sources(desc):
 
 
 def digest(text: str) -> str:
-    masked = re.sub(r"(blasdx_(?:gemm|grid)_\w+?)_[0-9a-f]{8}(_f[0-9a-f]{8})?\b", r"\1", text)
+    masked = re.sub(r"(blasdx_(?:gemm|grid|warp_gemm)_\w+?)_[0-9a-f]{8}(_f[0-9a-f]{8})?\b", r"\1", text)
     return hashlib.sha256(masked.encode()).hexdigest()[:16]
 
 
