@@ -124,8 +124,8 @@ class Descriptor:
             raise _not_addable(other)
         ops = dict(self._ops)
         for op in others:
-            if isinstance(op, Execution) and "Execution" in ops:
-                held = ops["Execution"]
+            held = ops.get("Execution")
+            if isinstance(op, Execution) and isinstance(held, Execution):
                 raise DescriptorError(
                     f"{held!r} and {op!r} are two ways to run ({held.summary}; {op.summary}); keep one of them "
                     f"(descriptor.replace({op!r}) puts it in {held!r}'s place)")
@@ -452,8 +452,8 @@ class Descriptor:
 
     @cached_property
     def plan(self) -> GemmPlan | GridPlan:
-        """The kernel decisions for this descriptor: blasdx.plan.GemmPlan for Block(),
-        blasdx.plan.GridPlan for Grid()."""
+        """The kernel decisions for this descriptor: blasdx.plan.GemmPlan for Block() (its WarpGemmPlan for
+        Warp()), blasdx.plan.GridPlan for Grid()."""
         self._require_executable("planning a kernel")
         self._check_rules()
         return _pipeline().plan_of(self)

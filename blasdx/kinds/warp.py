@@ -54,8 +54,14 @@ class WarpKernelPlan:
     warps: int
 
     execution: ClassVar[str] = "warp"
-    tma: ClassVar[bool] = False
-    cluster: ClassVar[bool] = False
+
+    @property
+    def tma(self) -> bool:
+        return False  # copies by cp.async or plain loads
+
+    @property
+    def cluster(self) -> bool:
+        return False
 
     @property
     def sm(self) -> int:

@@ -82,8 +82,6 @@ class GemmPlan:
     descriptor. Its kinds add their own fields: the batched kernel's (BatchedGemmPlan), a Grid() tile's (TilePlan)."""
 
     execution: ClassVar[str] = "block"  # its kind: blasdx.kinds.block
-    # A Grid() descriptor's batched alternative (GridPlan.item_block); a block GEMM is its own.
-    item_block: ClassVar[None] = None
 
     sm: int
     m: int
@@ -119,11 +117,24 @@ class GemmPlan:
     # Whose threads run the GEMM: "block" (the block's first `threads`, its barrier __syncthreads) or
     # "warp" (each warp of the block its own GEMM, by lane, its barrier __syncwarp).
     scope: ClassVar[str] = "block"
-    # The batched kernel's choices (BatchedGemmPlan) and a Grid() tile's (TilePlan), off elsewhere; last,
-    # so that the fields the subclasses give them follow the fields without defaults.
-    c_in_registers: ClassVar[bool] = False
-    c_staged_16_bytes: ClassVar[bool] = False
-    pipelined_fragments: ClassVar[bool] = False
+
+    @property
+    def item_block(self) -> None:
+        """A Grid() descriptor's batched alternative (GridPlan.item_block); a block GEMM is its own."""
+        return None
+
+    # The batched kernel's choices (BatchedGemmPlan's fields) and a Grid() tile's (TilePlan's), off elsewhere.
+    @property
+    def c_in_registers(self) -> bool:
+        return False
+
+    @property
+    def c_staged_16_bytes(self) -> bool:
+        return False
+
+    @property
+    def pipelined_fragments(self) -> bool:
+        return False
 
     @cached_property
     def _hash(self) -> int:
@@ -226,7 +237,7 @@ class TilePlan(GemmPlan):
 
     # float64 mma tiles with A and B K-major: the K loop, unrolled, loads the next step's fragments
     # into a second set of registers while the current step multiplies (see make_plan).
-    pipelined_fragments: bool = False
+    pipelined_fragments: bool = False  # type: ignore[misc]  # the base's property, a field here
 
 
 def digest_of(fields: dict[str, Any]) -> str:
@@ -359,6 +370,13 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         bit_op=desc.bit_op or "", fma_thread_pairs=pairs, overrides=overrides,
     )
     return plan_as(TilePlan, plan, pipelined_fragments=pipelined) if long_k_loop else plan
+
+
+def make_tile_plan(desc: Descriptor) -> TilePlan:
+    """The plan of a Grid() descriptor's tile (``desc``, its tile_descriptor): a block GEMM over a whole K loop."""
+    plan = make_plan(desc, long_k_loop=True)
+    assert isinstance(plan, TilePlan)
+    return plan
 
 
 def _fma_micro_tile(desc: Descriptor, acc: str, threads: int, long_k_loop: bool) -> tuple[int, int, int, int]:

@@ -14,14 +14,24 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
 from ..describe.families.common import GRID_MIN_TILES
 from ..describe.precision import PRECISIONS
 from ..errors import DescriptorError, UnsupportedError
 from ..tuning import tuning_of
-from .block import GemmPlan, MatrixPlan, TilePlan, digest_of, make_plan, matrix_plan, name_stem, vector_bytes_of
+from .block import (
+    GemmPlan,
+    MatrixPlan,
+    TilePlan,
+    digest_of,
+    make_plan,
+    make_tile_plan,
+    matrix_plan,
+    name_stem,
+    vector_bytes_of,
+)
 from .kernel import KernelParameter, kernel_parameters, shared_layout
 
 if TYPE_CHECKING:
@@ -84,6 +94,8 @@ class TmaOperand:
 @dataclass(frozen=True)
 class GridPlan:
     """Everything the grid kernel prints, decided once from a Grid() descriptor."""
+
+    execution: ClassVar[str] = "grid"  # blasdx.kinds.grid
 
     sm: int
     m: int
@@ -194,9 +206,6 @@ class GridPlan:
         b = self.tma_operand("b")
         return b.slab_rows // 2 * b.swizzle % 1024 == 0 if b.k_inner else b.slabs % 2 == 0
 
-    @property
-    def execution(self) -> str:
-        return "grid"  # blasdx.kinds.grid
 
     def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=self.tma)
@@ -344,7 +353,7 @@ def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: 
 def make_grid_plan(desc: Descriptor) -> GridPlan:
     """The grid kernel's plan of an executable Grid() descriptor."""
     tile_desc = desc.tile_descriptor
-    block = make_plan(tile_desc, long_k_loop=True)
+    block = make_tile_plan(tile_desc)
     limit = shared_memory_limit(desc.sm)
     mats, stage_bytes = shared_layout(block, True, True)
     if 2 * stage_bytes > limit:  # unpadded, where padding costs the second stage

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, STMATRIX_MIN_SM, SWIZZLE_ALIGNMENT, shared_memory_limit
 from ..describe.traits import padded_leading_dimension
@@ -115,10 +116,10 @@ class BatchedGemmPlan(GemmPlan):
     (and C) its ``shared_memory_size``; C in registers or in shared memory."""
 
     # C stays in registers between global memory and the products, not in shared memory.
-    c_in_registers: bool = False
+    c_in_registers: bool = False  # type: ignore[misc]  # the base's property, a field here
     # With C in registers: 16-bit C of one warp's whole tile moves between global memory and the registers 16 bytes
     # a lane, through a padded tile in shared memory (ldmatrix / stmatrix; stages_c_in_16_byte_pieces).
-    c_staged_16_bytes: bool = False
+    c_staged_16_bytes: bool = False  # type: ignore[misc]
 
 
 @lru_cache(maxsize=1024)
@@ -158,9 +159,7 @@ class BatchedPlan:
 
     kernel: BatchedGemmPlan
 
-    @property
-    def execution(self) -> str:
-        return "block"  # the batched kernel of Block() descriptors (blasdx.kinds.block)
+    execution: ClassVar[str] = "block"  # the batched kernel of Block() descriptors (blasdx.kinds.block)
 
     @property
     def tma(self) -> bool:

@@ -8,7 +8,7 @@ test which kind they hold.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from .block import MatrixPlan
 from .kernel import KernelParameter
@@ -17,8 +17,7 @@ from .kernel import KernelParameter
 class DescriptorPlan(Protocol):
     """The plan of an executable descriptor."""
 
-    @property
-    def execution(self) -> str: ...  # its kind: blasdx.kinds.<execution>
+    execution: ClassVar[str]  # its kind: blasdx.kinds.<execution>
     @property
     def sm(self) -> int: ...
     @property
@@ -42,8 +41,7 @@ class DescriptorPlan(Protocol):
 class KernelPlan(Protocol):
     """The plan of a kernel that execute() launches."""
 
-    @property
-    def execution(self) -> str: ...  # its kind: blasdx.kinds.<execution>
+    execution: ClassVar[str]  # its kind: blasdx.kinds.<execution>
     @property
     def tma(self) -> bool: ...  # its A and B come by TMA (tensor maps bound per launch)
     @property

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..describe.precision import PRECISIONS
 from ..errors import ArgumentError
-from ..plan import GemmPlan, GridPlan, MatrixPlan
+from ..plan import DescriptorPlan, MatrixPlan
 from .device import cupy_module, gpu_available, no_gpu_error
 
 _DLPACK_GPU = (2, 13)  # kDLCUDA, kDLCUDAManaged
@@ -193,7 +193,7 @@ def _expected_dtypes(precision: str, is_complex: bool) -> tuple[tuple[np.dtype, 
     return tuple(out)
 
 
-def matrix_view(x: Any, plan: GemmPlan | GridPlan, mat: MatrixPlan) -> MatrixView:
+def matrix_view(x: Any, plan: DescriptorPlan, mat: MatrixPlan) -> MatrixView:
     name = mat.name.upper()
     ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(x)
     accepted = expected_dtypes(mat, plan.is_complex)
@@ -302,7 +302,7 @@ def _alignment_of(value: int) -> int:
     return value & -value if value else 16
 
 
-def check_operands(plan: GemmPlan | GridPlan, a: Any, b: Any, c: Any) -> tuple[MatrixView, MatrixView, MatrixView]:
+def check_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any) -> tuple[MatrixView, MatrixView, MatrixView]:
     views = tuple(matrix_view(x, plan, mat) for x, mat in ((a, plan.a), (b, plan.b), (c, plan.c)))
     for v, mat in zip(views, (plan.a, plan.b, plan.c)):
         check_layout(v, mat)
@@ -339,7 +339,7 @@ def _overlap(x: MatrixView, y: MatrixView) -> bool:
     return x.ptr < y.ptr + y.span_bytes and y.ptr < x.ptr + x.span_bytes
 
 
-def scalar(value: Any, plan: GemmPlan | GridPlan, name: str) -> Any:
+def scalar(value: Any, plan: DescriptorPlan, name: str) -> Any:
     """alpha/beta converted explicitly to the kernel's scalar type."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Complex):
         raise ArgumentError(
