@@ -38,8 +38,8 @@ from .compiler import (
 )
 from .describe.descriptor import Descriptor
 from .errors import CompileError, DeviceError, UnsupportedError
-from .kinds import aligned_plan, launched_plan, of_descriptor, render_device_source, render_launched
-from .plan import NO_OVERRIDES, DescriptorPlan, PlanOverrides, grid_with_alignment, kernel_plan, with_alignment
+from .kinds import aligned_plan, every_kind, launched_plan, of_descriptor, render_device_source, render_launched
+from .plan import NO_OVERRIDES, DescriptorPlan, PlanOverrides
 from .plan import explain as explaining
 from .runtime.arguments import (
     BiasView,
@@ -305,9 +305,10 @@ def launched_kernel(plan: DescriptorPlan, alignment: tuple[int, int, int], fusio
 
 
 def cache_info() -> dict[str, int]:
-    """Entries of each in-process cache: plans of batched kernels, compiled kernels, loaded
+    """Entries of each in-process cache: the kinds' plans of kernels, compiled kernels, loaded
     kernels, bound launches, and the kernel cache's memory."""
-    return {"kernel_plans": kernel_plan.cache_info().currsize, "compiled": len(_compiled),
+    plans = {id(memo): memo.cache_info().currsize for kind in every_kind() for memo in kind.caches}
+    return {"kernel_plans": sum(plans.values()), "compiled": len(_compiled),
             "loaded": len(_loaded), "bound_launches": len(BOUND_LAUNCHES),
             "kernel_cache_memory": DEFAULT_CACHE.memory_entries}
 
@@ -315,9 +316,9 @@ def cache_info() -> dict[str, int]:
 def clear_caches() -> None:
     """Forget every planned, compiled, loaded and bound kernel of this process (the disk
     cache stays): the next execute() plans, renders and loads again."""
-    kernel_plan.cache_clear()
-    with_alignment.cache_clear()
-    grid_with_alignment.cache_clear()
+    for kind in every_kind():
+        for memo in kind.caches:
+            memo.cache_clear()
     _RESOLVED_FUSIONS.clear()
     _compiled.clear()
     with _load_lock:

@@ -397,13 +397,17 @@ class InstructionFamily(Operator):
 
 class Execution(Operator):
     """Base of the execution operators, one kind: how the GEMM runs (Block(), Grid(), ...). A descriptor holds one;
-    ``descriptor.replace`` puts another in its place. Each names its module of :mod:`blasdx.kinds`."""
+    ``descriptor.replace`` puts another in its place. blasdx.kinds.<name> plans, renders and explains each."""
 
     kind: ClassVar[str] = "Execution"
-    implementation: ClassVar[str]  # the module of blasdx.kinds that plans, renders and explains it
     summary: ClassVar[str]  # what it runs, in the words of errors that list the execution operators
     # The threads of one GEMM where the kind fixes them; None where BlockDim or the planner says.
     fixed_threads: ClassVar[int | None] = None
+
+    def model_post_init(self, __context: Any) -> None:
+        if type(self) is Execution:
+            raise ValueError("Execution is the base of the execution operators; use one of them: "
+                             + ", ".join(f"{cls.__name__}()" for cls in execution_operators()))
 
     @property
     def name(self) -> str:
@@ -419,7 +423,6 @@ def execution_operators() -> tuple[type[Execution], ...]:
 class Block(Execution):
     """Block(): the GEMM is executed by one thread block (Size fits in shared memory)."""
 
-    implementation: ClassVar[str] = "blasdx.kinds.block"
     summary: ClassVar[str] = "Block() runs one block GEMM of Size"
 
 
@@ -460,7 +463,6 @@ class Grid(Execution):
     any size. Each block computes tiles of C (``Tile``, suggested where absent) with a
     pipelined K loop (``Stages``) on the block GEMM's device API."""
 
-    implementation: ClassVar[str] = "blasdx.kinds.grid"
     summary: ClassVar[str] = "Grid() runs a problem of any Size over many blocks"
 
 

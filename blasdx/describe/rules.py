@@ -240,11 +240,12 @@ def _check_alignment(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_block_dim(ops: Mapping[str, Operator]) -> None:
-    if "BlockDim" in ops and execution_of(ops) not in ("Block", "Grid"):
+    execution = ops.get("Execution")
+    if "BlockDim" in ops and (execution is None or execution.fixed_threads is not None):  # type: ignore[attr-defined]
         raise DescriptorError(
             f"{ops['BlockDim']!r} sets the threads of a block; add Block() (one block GEMM) or Grid() "
             f"(the threads of each block of the grid)"
-            + (f", not {execution_of(ops)}() (whose threads it fixes)" if "Execution" in ops else "")
+            + (f", not {execution_of(ops)}() (whose threads it fixes)" if execution is not None else "")
         )
 
 
@@ -291,7 +292,7 @@ def _check_grid_precision(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
-    if not {"Size", "SM"} <= ops.keys() or execution_of(ops) in (None, "Grid"):
+    if not {"Size", "SM"} <= ops.keys() or execution_of(ops) in (None, "Grid"):  # Grid(): Size is the problem
         return
     parts = shared_memory_parts_of(ops)
     total = sum(parts.values())
@@ -301,7 +302,7 @@ def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
         raise UnsupportedError(
             f"the block GEMM needs {total} bytes of shared memory, over SM {sm}'s limit of "
             f"{limit} bytes per block; use a smaller Size or precision, a newer SM, or Grid() in place of "
-            f"Block() (any Size, over many blocks). "
+            f"{execution_of(ops)}() (any Size, over many blocks). "
             f"Details: A {parts['a']} B, B {parts['b']} B, C {parts['c']} B"
         )
 

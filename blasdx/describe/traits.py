@@ -81,12 +81,13 @@ def suggested_tile_of(ops: Operators) -> Tile:
 
 
 def _with_two_stages(ops: Operators, tile: Tile) -> Tile:
-    """``tile`` with k halved (not under 8) while two K tiles of its A and B exceed the SM's shared memory:
-    the K loop keeps at least two in flight (SMs of 99 KiB take float64's 128 x 128 tiles 16 deep)."""
+    """``tile`` with k halved, to a multiple of 8 (every instruction's k of 4- and 8-byte values), while two K
+    tiles of its A and B exceed the SM's shared memory: the K loop keeps at least two in flight (SMs of
+    99 KiB take float32's and float64's 128 x 128 tiles shallower)."""
     esize, limit = element_sizes_of(ops), shared_memory_limit(ops["SM"].value)  # type: ignore[attr-defined]
     k = tile.k
     while k > 8 and 2 * k * (tile.m * esize["a"] + tile.n * esize["b"]) > limit:
-        k //= 2
+        k = max(8, k // 2 // 8 * 8)
     return tile if k == tile.k else Tile(tile.m, tile.n, k)
 
 

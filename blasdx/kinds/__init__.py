@@ -13,6 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ..codegen.hooks import Fusion
+from ..describe.operators import execution_operators
 from ..plan import DescriptorPlan, KernelPlan, PlanOverrides
 
 if TYPE_CHECKING:
@@ -30,6 +31,12 @@ class ExecutionKind:
     render_kernel: Callable[[Any, str, Fusion], str]  # a kernel plan's complete source, named
     render_device_source: Callable[[Any, str], str]  # a descriptor plan's device code in a namespace
     explain: Callable[[Descriptor, Any], list[str]]  # a descriptor plan in words, one statement a line
+    caches: tuple[Any, ...] = ()  # its planners' memos (functools.lru_cache): pipeline.clear_caches() empties them
+
+
+def every_kind() -> tuple[ExecutionKind, ...]:
+    """The kind of every execution operator."""
+    return tuple(named(cls.__name__.lower()) for cls in execution_operators())
 
 
 @cache

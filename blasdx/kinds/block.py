@@ -4,7 +4,7 @@ block, in the batched kernel (blasdx.plan.kernel, templates/kernel.cu.j2)."""
 from __future__ import annotations
 
 from ..codegen.render import render_batched_kernel, render_device_source
-from ..plan import BatchedPlan, GemmPlan, batched_plan, make_plan, with_alignment
+from ..plan import BatchedPlan, GemmPlan, batched_plan, kernel_plan, make_plan, with_alignment
 from ..plan.explain import explain_block
 from . import ExecutionKind
 
@@ -15,4 +15,4 @@ def _launched(plan: GemmPlan | BatchedPlan) -> BatchedPlan:
 
 KIND = ExecutionKind(execution="block", plan=make_plan, launched=_launched, aligned=with_alignment,
                      render_kernel=render_batched_kernel, render_device_source=render_device_source,
-                     explain=explain_block)
+                     explain=explain_block, caches=(kernel_plan, with_alignment))

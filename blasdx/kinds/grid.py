@@ -28,4 +28,4 @@ def _launched(plan: GridPlan) -> GridPlan:
 
 KIND = ExecutionKind(execution="grid", plan=_plan, launched=_launched, aligned=grid_with_alignment,
                      render_kernel=render_grid_kernel, render_device_source=render_grid_device_source,
-                     explain=explain_grid)
+                     explain=explain_grid, caches=(grid_with_alignment,))

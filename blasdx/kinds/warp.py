@@ -32,6 +32,9 @@ WARP_SIZE = 32
 class WarpGemmPlan(GemmPlan):
     """A Warp() descriptor's plan: the block GEMM's, run by one warp (``scope`` "warp")."""
 
+    def __hash__(self) -> int:  # GemmPlan's, computed once (a frozen dataclass would make its own each call)
+        return self._hash
+
     execution: ClassVar[str] = "warp"  # blasdx.kinds.warp
     scope: ClassVar[str] = "warp"
 
@@ -40,8 +43,17 @@ class WarpGemmPlan(GemmPlan):
         return f"{name_stem('warp_gemm', self)}_{self.digest}"
 
 
+# PlanOverrides of the batched kernel, which the warp kernel does not have (it stages C, has no launch bounds to cap).
+_BATCHED_KERNEL_OVERRIDES = ("c_in_registers", "min_blocks_per_sm")
+
+
 def plan_warp(desc: Descriptor, overrides: PlanOverrides) -> WarpGemmPlan:
-    """The block GEMM's plan of ``desc`` (whose Warp() fixes 32 threads) with the warp as its scope."""
+    """The block GEMM's plan of ``desc`` (whose Warp() fixes 32 threads) with the warp as its scope; of the
+    overrides, those of the block GEMM (FMA micro-tiles and thread pairs)."""
+    refused = [name for name in _BATCHED_KERNEL_OVERRIDES if getattr(overrides, name) is not None]
+    if refused:
+        raise UnsupportedError(f"PlanOverrides({', '.join(f'{name}=...' for name in refused)}) fix the batched kernel of "
+                               f"Block() descriptors; a Warp() descriptor's warp kernel has no such choice")
     return plan_as(WarpGemmPlan, make_plan(desc, overrides))
 
 
@@ -148,13 +160,25 @@ def explain_warp(desc: Descriptor, plan: WarpGemmPlan) -> list[str]:
              "scope: each warp of a block runs its own GEMM (Warp()): the device API's copies, multiply and store take "
              "the lane from the thread index (gemm_rank(), thread_rank() % 32) and synchronize the warp alone "
              "(gemm_sync(), __syncwarp); warp_index() and warp_tiles() place a warp's A, B and C in shared memory"]
-            + block_gemm_lines(desc, plan)
+            + _without_wgmma_conditions(block_gemm_lines(desc, plan))
             + [f"execute() on 16-byte aligned arrays (as CuPy and PyTorch allocate them) launches {launched.kernel_name}:",
                f"  {launched.warps} warps a block ({launched.threads} threads), one batch item a warp, "
-               f"{launched.kernel_shared_memory_size} bytes of shared memory ({kernel.shared_memory_size} a warp)",
+               f"{launched.kernel_shared_memory_size} bytes of shared memory ({kernel.shared_memory_size} a warp; "
+               f"device_source()'s layout: shared_memory_size bytes a warp)",
                f"  copies to shared memory: {copies}; C staged in shared memory and copied back"])
+
+
+def _without_wgmma_conditions(lines: list[str]) -> list[str]:
+    """The block GEMM's lines but its list of wgmma's conditions, which a warp's 32 threads never meet (the
+    instruction's line says which fail)."""
+    out, skipping = [], False
+    for line in lines:
+        skipping = line.startswith("wgmma conditions:") or (skipping and line.startswith(" "))
+        if not skipping:
+            out.append(line)
+    return out
 
 
 KIND = ExecutionKind(execution="warp", plan=plan_warp, launched=warp_kernel_plan, aligned=with_alignment,
                      render_kernel=render_warp_kernel, render_device_source=render_warp_device_source,
-                     explain=explain_warp)
+                     explain=explain_warp, caches=(warp_kernel_plan, with_alignment))

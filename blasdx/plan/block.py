@@ -235,6 +235,9 @@ def plan_as(cls: type[PlanType], plan: GemmPlan, **changes: Any) -> PlanType:
 class TilePlan(GemmPlan):
     """A Grid() descriptor's tile: the block GEMM multiplied over a whole problem's K tiles."""
 
+    def __hash__(self) -> int:  # GemmPlan's, computed once (a frozen dataclass would make its own each call)
+        return self._hash
+
     # float64 mma tiles with A and B K-major: the K loop, unrolled, loads the next step's fragments
     # into a second set of registers while the current step multiplies (see make_plan).
     pipelined_fragments: bool = False  # type: ignore[misc]  # the base's property, a field here

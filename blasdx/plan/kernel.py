@@ -115,6 +115,9 @@ class BatchedGemmPlan(GemmPlan):
     """A block GEMM laid out for the batched kernel (``kernel_plan``): shared memory padded, one stage of A, B
     (and C) its ``shared_memory_size``; C in registers or in shared memory."""
 
+    def __hash__(self) -> int:  # GemmPlan's, computed once (a frozen dataclass would make its own each call)
+        return self._hash
+
     # C stays in registers between global memory and the products, not in shared memory.
     c_in_registers: bool = False  # type: ignore[misc]  # the base's property, a field here
     # With C in registers: 16-bit C of one warp's whole tile moves between global memory and the registers 16 bytes

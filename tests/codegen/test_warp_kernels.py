@@ -11,6 +11,7 @@ from blasdx import SM, Arrangement, Precision, Size, Type, Warp, compile_kernel
 from blasdx.arch import accepted_sms
 
 from ..device_kernels import WARP_KERNELS
+from ..support import ptx_of
 
 pytestmark = pytest.mark.compile
 
@@ -55,10 +56,13 @@ def test_a_users_kernel_on_the_warp_device_api_compiles_for_every_family(spec):
     assert compile_kernel(desc.device_source("gemm") + WARP_KERNELS, "warp_k_loops", sm=900).cubin[:4] == b"\x7fELF"
 
 
-def test_the_warp_gemm_synchronizes_only_its_warp():
-    """The warp GEMM's barriers are __syncwarp: no __syncthreads in its device code, none in its kernel's loop."""
-    desc = warp(*FAMILIES[0], 900)
-    gemm = desc.device_source("gemm").split("namespace gemm {", 1)[1]
-    assert "__syncthreads" not in re.sub(r"//.*", "", gemm)
+@pytest.mark.parametrize("spec", FAMILIES, ids=IDS)
+def test_the_warp_gemm_synchronizes_only_its_warp(spec):
+    """No block-wide barrier (bar.sync / barrier.sync; __syncwarp is bar.warp.sync) in the PTX of the warp kernel or
+    of a user's kernel on the warp device API, whatever the path."""
+    desc = warp(*spec, 900)
+    gemm = desc.device_source("gemm")
     assert "gemm_sync() { __syncwarp(); }" in gemm and "gemm_rank() { return blasdx::thread_rank() % 32; }" in gemm
-    assert "__syncthreads" not in re.sub(r"//.*", "", desc.source.split("extern \"C\" __global__", 1)[1])
+    kernel = desc.plan.kernel_name.replace("blasdx_warp_gemm", "k")
+    for ptx in (ptx_of(desc.source, kernel), ptx_of(gemm + WARP_KERNELS, "warp_k_loops")):
+        assert "bar.warp.sync" in ptx and not re.search(r"\bbar(rier)?(\.cta)?\.sync\b", ptx), desc

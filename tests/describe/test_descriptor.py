@@ -28,7 +28,7 @@ from blasdx import (
     TransposeMode,
     Type,
 )
-from blasdx.describe.operators import Execution, Operator
+from blasdx.describe.operators import OPERATOR_KINDS, Execution, Operator
 
 OPERATORS = [
     Size(64, 32, 16), Size(8, 16), Precision("float16", "float16", "float32"), Precision("int8", "int8", "int32"),
@@ -371,6 +371,11 @@ def test_transpose_mode_warns_and_maps_to_arrangement():
     desc = Size(4, 4, 4) + Type("complex") + tm + SM(900)
     assert desc.arrangement == ("row_major", "col_major", "col_major")
     assert desc.conjugate == (True, False)
+
+
+def test_operator_kinds_list_every_operator_class():
+    """OPERATOR_KINDS orders the operators in a repr and names them for the PyTorch op's key: every class."""
+    assert set(OPERATOR_KINDS) == set(Operator.__subclasses__()) - {Execution} | set(Execution.__subclasses__())
 
 
 def test_operator_kinds_cover_design():

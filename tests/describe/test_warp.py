@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+import blasdx.pipeline
 from blasdx import (
     SM,
     Arrangement,
@@ -15,6 +16,7 @@ from blasdx import (
     DescriptorError,
     Grid,
     InstructionFamily,
+    PlanOverrides,
     Precision,
     Size,
     Stages,
@@ -22,6 +24,7 @@ from blasdx import (
     Warp,
 )
 from blasdx.arch import shared_memory_limit
+from blasdx.describe.operators import Execution
 from blasdx.kinds.warp import WARPS_PER_BLOCK, WarpGemmPlan, warp_kernel_plan
 from blasdx.plan import with_alignment
 
@@ -33,8 +36,9 @@ def test_a_warp_gemm_is_the_block_gemm_of_32_threads_with_the_warp_as_its_scope(
     block = WARP.replace(Block()) + BlockDim(32)
     assert WARP.block_dim == (32, 1, 1) == WARP.suggested_block_dim
     assert isinstance(WARP.plan, WarpGemmPlan) and WARP.plan.execution == "warp" and WARP.plan.scope == "warp"
-    fields = {f.name for f in dataclasses.fields(block.plan)} - {"scope", "instruction_reason"}  # "Warp() runs 32"
+    fields = {f.name for f in dataclasses.fields(block.plan)} - {"instruction_reason"}  # "Warp() runs 32"
     assert all(getattr(WARP.plan, f) == getattr(block.plan, f) for f in fields)
+    assert WARP.plan != block.plan and WARP.compile(arch=900).kernel_name != block.compile(arch=900).kernel_name
     assert WARP.shared_memory_size == block.shared_memory_size
     assert WARP.plan.kernel_name.startswith("blasdx_warp_gemm_sm900_f16f16f32_32x32x32_rcr_")
 
@@ -55,6 +59,20 @@ def test_warp_fixes_the_threads_and_forbids_wgmma():
         (big + Warp() + InstructionFamily("wgmma")).plan  # noqa: B018
     with pytest.raises(DescriptorError, match=r"Stages\(3\) describes the blocks of a grid-level GEMM"):
         (WARP + Stages(3)).plan  # noqa: B018
+
+
+def test_the_batched_kernels_overrides_are_refused_and_the_block_gemms_kept():
+    with pytest.raises(UnsupportedError, match=r"PlanOverrides\(c_in_registers=..., min_blocks_per_sm=...\) fix the "
+                                               r"batched kernel of Block\(\) descriptors"):
+        blasdx.pipeline.plan(WARP, PlanOverrides(c_in_registers=False, min_blocks_per_sm=2))
+    f32 = WARP.replace(Precision("float32"))
+    assert blasdx.pipeline.plan(f32, PlanOverrides(fma_thread_pairs=False)).fma_thread_pairs is False
+
+
+def test_execution_is_only_a_base():
+    with pytest.raises(DescriptorError, match=r"Execution is the base of the execution operators; use one of them: "
+                                              r"Block\(\), Grid\(\), Warp\(\)"):
+        Execution()
 
 
 def test_the_warp_kernel_runs_as_many_warps_a_block_as_fit():

@@ -539,7 +539,7 @@ struct accumulator {
   using value_type = acc_value_t;  // the mma instruction's accumulator
   static constexpr int size = passes * tile_values;
   tile_accumulator tile[passes];
-  int rank;  // the thread's rank in the block
+  int rank;  // the thread's rank among the GEMM's threads (gemm_rank())
   // Where the values lie, for a GEMM that takes them as its A (multiply_chained, a_from_registers).
   static constexpr int rows = m, cols = n, tile_rows = tile_m, tile_cols = tile_n, tile_count = tiles, tile_columns = tiles_n,
                        tile_stride = tile_step;

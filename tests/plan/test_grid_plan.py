@@ -446,3 +446,5 @@ def test_every_suggested_tile_keeps_two_k_tiles_in_shared_memory(sm):
         desc = (Size(2048, 2048, 2048) + Precision(*precision) + Type(kind) + SM(sm) + Grid()
                 + Arrangement(*({"r": "row_major", "c": "col_major"}[x] for x in arrangement)))
         assert desc.plan.stages >= 2 and desc.plan.kernel_shared_memory_size <= shared_memory_limit(sm), desc
+    shallow = Size(4096, 4096, 28) + Precision("float64") + SM(sm) + Grid()  # k rounds up to 28 before halving
+    assert shallow.tile.k % 4 == 0 and shallow.plan.stages >= 2  # whole steps of every float64 instruction

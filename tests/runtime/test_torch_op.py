@@ -9,7 +9,19 @@ import re
 
 import pytest
 
-from blasdx import SM, ArgumentError, Arrangement, Block, BlockDim, LeadingDimension, Precision, Size, Type
+from blasdx import (
+    SM,
+    ArgumentError,
+    Arrangement,
+    Block,
+    BlockDim,
+    Grid,
+    LeadingDimension,
+    Precision,
+    Size,
+    Type,
+    Warp,
+)
 
 torch = pytest.importorskip("torch")
 bt = pytest.importorskip("blasdx.pytorch")
@@ -32,6 +44,9 @@ def test_descriptor_key_round_trips_through_its_repr():
     assert bt.descriptor_from_key(repr(unseen)) == unseen  # as in a process that loaded a graph from a cache
     with pytest.raises(NameError):
         bt.descriptor_from_key("__import__('os')")  # names outside blasdx's operators do not resolve
+    for execution in (Grid(), Warp()):  # every execution operator resolves
+        other = unseen.replace(execution)
+        assert bt.descriptor_from_key(repr(other)) == other
 
 
 @pytest.mark.parametrize(("c_layout", "ldc", "strides"), [
