@@ -32,11 +32,11 @@ WARP_SIZE = 32
 class WarpGemmPlan(GemmPlan):
     """A Warp() descriptor's plan: the block GEMM's, run by one warp (``scope`` "warp")."""
 
-    def __hash__(self) -> int:  # GemmPlan's, computed once (a frozen dataclass would make its own each call)
-        return self._hash
-
     execution: ClassVar[str] = "warp"  # blasdx.kinds.warp
     scope: ClassVar[str] = "warp"
+
+    def __hash__(self) -> int:  # GemmPlan's, computed once (a frozen dataclass would make its own each call)
+        return self._hash
 
     @property
     def kernel_name(self) -> str:
