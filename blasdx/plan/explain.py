@@ -73,6 +73,10 @@ def block_gemm_lines(desc: Descriptor, p: GemmPlan) -> list[str]:
     """The block GEMM of ``p`` in words: instruction, tiling, threads, A, B and C in shared memory."""
     m, n, k = p.m, p.n, p.k
     lines = [f"instruction: {p.instruction.name} - {p.instruction_reason}"]
+    if p.instruction.is_wgmma and p.a.precision.startswith("float8"):
+        lines.append("accumulation: in wgmma's accumulators over the whole K loop, which for 8-bit floats keep about "
+                     "14 bits of the running sum (cuBLAS's fast accumulation: relative errors near 1e-3 at K of "
+                     "thousands, where promoting partial sums into float32 keeps about 1e-4; not offered yet)")
     choice = desc.wgmma_choice
     if choice is not None and p.sm == WGMMA_SM:  # wgmma is Hopper's: no other SM hears of its conditions
         lines.append("wgmma conditions:")
@@ -296,7 +300,7 @@ def _narrow_copies_hint(p: GridPlan, suggested_lds: tuple[int, int, int]) -> str
             f"with cp.async, or by TMA where the tile is wgmma's")
 
 
-_TILE_LINES = ("instruction:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")
+_TILE_LINES = ("instruction:", "accumulation:", "wgmma conditions:", "warpgroup tiling:", "warp tiling:", "thread tiling:", "bits:")
 
 
 # The dimension along which a stored A or B runs contiguously.
