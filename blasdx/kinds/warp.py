@@ -16,7 +16,7 @@ from ..errors import UnsupportedError
 from ..plan import GemmPlan, PlanOverrides, make_plan, with_alignment
 from ..plan.block import name_stem, plan_as
 from ..plan.explain import block_gemm_lines, kernels_line
-from ..plan.kernel import MAX_GRID, KernelParameter, copies_asynchronously, kernel_parameters, shared_layout
+from ..plan.kernel import MAX_GRID, ItemKernelPlan, copies_asynchronously, shared_layout
 from . import ExecutionKind
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def plan_warp(desc: Descriptor, overrides: PlanOverrides) -> WarpGemmPlan:
 
 
 @dataclass(frozen=True)
-class WarpKernelPlan:
+class WarpKernelPlan(ItemKernelPlan):
     """The plan of the warp kernel behind a Warp() descriptor's execute(): ``warps`` GEMMs a block, each warp its
     own stage of shared memory (``kernel``: one warp's GEMM laid out for the kernel). A KernelPlan."""
 
@@ -66,14 +66,6 @@ class WarpKernelPlan:
     warps: int
 
     execution: ClassVar[str] = "warp"
-
-    @property
-    def tma(self) -> bool:
-        return False  # copies by cp.async or plain loads
-
-    @property
-    def cluster(self) -> bool:
-        return False
 
     @property
     def sm(self) -> int:
@@ -95,24 +87,9 @@ class WarpKernelPlan:
     def kernel_shared_memory_size(self) -> int:
         return self.warps * self.kernel.shared_memory_size
 
-    def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
-        return kernel_parameters(has_bias)
-
-    def work(self, batch: int) -> int:
-        return batch  # a warp an item
-
-    def splits(self, work: int, resident_blocks: int) -> int:
-        return 1
-
     def blocks(self, batch: int, resident_blocks: int, splits: int) -> int:
         """A warp an item: the blocks the batch fills; past MAX_GRID, warps loop over items."""
         return min(-(-batch // self.warps), MAX_GRID)
-
-    def workspace_bytes(self, work: int, splits: int) -> int:
-        return 0
-
-    def registers_balance(self, launch_registers: int) -> bool:
-        return True
 
 
 @lru_cache(maxsize=1024)

@@ -155,22 +155,43 @@ def kernel_plan(plan: GemmPlan) -> BatchedGemmPlan:
 MAX_GRID = 2**31 - 1
 
 
+class ItemKernelPlan:
+    """What a kernel that holds each batch item's whole K loop answers the launcher alike: its A and B copied by
+    cp.async or plain loads (no TMA, no clusters), no split-K and so no workspace, no register hand-over, the
+    batched kernel's parameters, one item of work each. Its subclasses say how items map to blocks."""
+
+    @property
+    def tma(self) -> bool:
+        return False
+
+    @property
+    def cluster(self) -> bool:
+        return False
+
+    def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
+        return kernel_parameters(has_bias)
+
+    def work(self, batch: int) -> int:
+        return batch
+
+    def splits(self, work: int, resident_blocks: int) -> int:
+        return 1
+
+    def workspace_bytes(self, work: int, splits: int) -> int:
+        return 0
+
+    def registers_balance(self, launch_registers: int) -> bool:
+        return True
+
+
 @dataclass(frozen=True)
-class BatchedPlan:
+class BatchedPlan(ItemKernelPlan):
     """The plan of the batched kernel behind a Block() descriptor's execute(): a block per batch item, each the
     block GEMM laid out for the kernel (``kernel``, kernel_plan's). A KernelPlan (blasdx.plan.kinds)."""
 
     kernel: BatchedGemmPlan
 
     execution: ClassVar[str] = "block"  # the batched kernel of Block() descriptors (blasdx.kinds.block)
-
-    @property
-    def tma(self) -> bool:
-        return False  # the batched kernel copies by cp.async or plain loads
-
-    @property
-    def cluster(self) -> bool:
-        return False
 
     @property
     def sm(self) -> int:
@@ -192,25 +213,9 @@ class BatchedPlan:
     def kernel_shared_memory_size(self) -> int:
         return self.kernel.kernel_shared_memory_size
 
-    def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
-        return kernel_parameters(has_bias)
-
-    def work(self, batch: int) -> int:
-        """Blocks' worth of work in a call on ``batch`` items: one an item."""
-        return batch
-
-    def splits(self, work: int, resident_blocks: int) -> int:
-        return 1  # a block holds its item's whole K loop
-
     def blocks(self, batch: int, resident_blocks: int, splits: int) -> int:
         """A block an item: the GPU's scheduler starts the next item's copies as a block ends."""
         return min(batch, MAX_GRID)
-
-    def workspace_bytes(self, work: int, splits: int) -> int:
-        return 0
-
-    def registers_balance(self, launch_registers: int) -> bool:
-        return True  # no register hand-over between warpgroups
 
 
 def batched_plan(plan: GemmPlan) -> BatchedPlan:
