@@ -34,7 +34,7 @@ THIS_ROOT = Path(__file__).resolve().parent.parent
 ANCHORS = THIS_ROOT / ".anchors"  # the anchor harness's default place in the checkout (--anchors)
 EXPORTED = ("blasdx", "templates", "benchmarks", "examples")  # what a revision's tree needs to run
 MARKER = "RESULTS\tcase\tvalue\tunit"
-LOWER_IS_BETTER = {"ns", "us", "ms", "s"}
+LOWER_IS_BETTER = {"ns", "us", "ms", "s", "relative"}  # relative: an error
 JSON_UNITS = {"_GBps": "GB/s", "_TFLOPs": "TFLOP/s", "_TOPS": "TOPS", "_ms": "ms", "_us": "us"}
 
 

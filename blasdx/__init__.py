@@ -5,6 +5,7 @@ from .codegen.hooks import Hook, expression, scale
 from .describe.descriptor import Descriptor
 from .describe.operators import (
     SM,
+    Accumulation,
     Alignment,
     Arrangement,
     BitOp,
@@ -41,7 +42,7 @@ from .version import __version__
 
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
-    "BitOp", "InstructionFamily", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
+    "BitOp", "InstructionFamily", "Accumulation", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
     "Grid", "Warp", "Tile", "Stages",
     "BlasdxError", "DescriptorError", "CompositionError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",

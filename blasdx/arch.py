@@ -103,6 +103,10 @@ class Instruction:
     # wgmma: the warp-level mma.sync that computes the same fragments where wgmma cannot run
     # (a device other than sm_90a, operands not 1024-byte aligned, load hooks).
     fallback: Instruction | None = None
+    # Whether the tensor cores keep the running sum in fewer bits than the accumulator's type: FP8
+    # wgmma's about 14 (the DeepSeek-V3 report), where mma.sync's FP8 keeps float32's (benchmarks/RESULTS.md,
+    # FP8 accumulation). Its partial sums are promoted into float32 (PROMOTION_K).
+    narrow_accumulation: bool = False
 
     @property
     def is_mma(self) -> bool:
@@ -165,11 +169,15 @@ WGMMA_BF16 = Instruction("wgmma_bf16", 64, 8, 16, "wgmma.mma_async.sync.aligned.
 WGMMA_TF32 = Instruction("wgmma_tf32", 64, 8, 8, "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32", 900,
                          scope="warpgroup", accumulator="float", operand_bits=32, fallback=MMA_TF32)
 WGMMA_FP8 = Instruction("wgmma_fp8", 64, 8, 32, "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{a}.{b}", 900,
-                        scope="warpgroup", accumulator="float", operand_bits=8, fallback=MMA_FP8)
+                        scope="warpgroup", accumulator="float", operand_bits=8, fallback=MMA_FP8,
+                        narrow_accumulation=True)
 WGMMA_I8 = Instruction("wgmma_i8", 64, 8, 32, "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.{a}.{b}", 900,
                        scope="warpgroup", accumulator="int", operand_bits=8, fallback=MMA_I8)
 WGMMA_OF: dict[str, Instruction] = {x.fallback.name: x for x in (WGMMA_F16, WGMMA_BF16, WGMMA_TF32, WGMMA_FP8, WGMMA_I8)
                                     if x.fallback is not None}
+# The most k an instruction with narrow_accumulation sums before its partial sums go into float32
+# registers (cuBLAS and DeepGEMM promote every 128 as well): 4 wgmma of k32.
+PROMOTION_K = 128
 # wgmma runs on exactly this SM (compiled for sm_90a: ``compile_arch_name``).
 WGMMA_SM = 900
 WGMMA_MAX_N = 256
@@ -179,6 +187,8 @@ REGISTERS_PER_SM = 65536
 MAX_REGISTERS_PER_THREAD = 255
 # Float accumulator registers a thread may hold for its warpgroup tiles (64 x N: N / 2 each).
 WGMMA_MAX_ACC_REGS = 128
+# ... and with partial sums promoted into them, the accumulators and one tile's partial sums.
+WGMMA_MAX_PROMOTED_REGS = 192
 # The swizzled shared-memory layouts wgmma reads: rows of 128, 64 or 32 bytes, each 16-byte
 # piece of a row XOR-permuted by the row's place in a group of eight. A matrix starts on a
 # multiple of this many bytes, where the hardware's permutation and the layout's agree.

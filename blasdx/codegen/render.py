@@ -154,7 +154,8 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         ctx.update(wgmma_ptx=instr.spelled(plan.a.precision, plan.b.precision, n=plan.tile_n),
                    warpgroups=plan.threads // 128, wgmma_transposes=instr.reads_transposed,
                    # wgmma reads K-major A and B as they are, MN-major ones transposed.
-                   a_transposed=int(plan.a.layout == "col_major"), b_transposed=int(plan.b.layout == "row_major"))
+                   a_transposed=int(plan.a.layout == "col_major"), b_transposed=int(plan.b.layout == "row_major"),
+                   promote_k=plan.promote_k)
         # Everything below describes the warp-level mma.sync that computes the same
         # fragments where wgmma cannot run: each warp's 16-row share of the 64-row tile.
         instr = instr.fallback
@@ -252,7 +253,7 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         common=render_common(), device=render_grid_block(plan, ns, own_kernel=True), ns=ns, block_threads=plan.threads,
         tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
-        overlapped=_overlapped(plan), tma=plan.tma, stages_c=plan.stages_c(fusion.has_epilogue),
+        overlapped=_overlapped(plan), tma=plan.tma, promotes=plan.tile.promote_k > 0, promotes_in_pairs=plan.tile.promotes_in_pairs, stages_c=plan.stages_c(fusion.has_epilogue),
         c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, **tma,
         **fusion_context(ns, fusion, grid=True, tma=plan.tma))
 

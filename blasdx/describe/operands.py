@@ -35,6 +35,14 @@ def given_threads_of(ops: Operators) -> GivenThreads | None:
     return None if fixed is None else GivenThreads(fixed, f"{execution_of(ops)}() runs")
 
 
+def promotes_of(ops: Operators, instruction_narrow: bool) -> bool:
+    """Whether partial sums go into float32 registers every PROMOTION_K of k: where the instruction's
+    accumulation is narrow (``instruction_narrow``, arch.Instruction.narrow_accumulation) and
+    Accumulation('fast') does not ask for the tensor cores' own sum."""
+    fast = "Accumulation" in ops and ops["Accumulation"].value == "fast"  # type: ignore[attr-defined]
+    return instruction_narrow and not fast
+
+
 def arrangement_of(ops: Operators) -> dict[str, str]:
     """Memory order of A, B, C: Arrangement, else TransposeMode, else the default."""
     if "TransposeMode" in ops:

@@ -373,6 +373,7 @@ class SM(Operator):
 
 
 INSTRUCTION_FAMILIES: tuple[str, ...] = ("wgmma", "mma")
+ACCUMULATIONS: tuple[str, ...] = ("accurate", "fast")
 
 
 class InstructionFamily(Operator):
@@ -392,6 +393,28 @@ class InstructionFamily(Operator):
     def _check(cls, v: object) -> str:
         if v not in INSTRUCTION_FAMILIES:
             raise ValueError(f"must be 'wgmma' (Hopper's warpgroup MMA) or 'mma' (warp-level mma.sync), got {v!r}")
+        return v  # type: ignore[return-value]
+
+
+class Accumulation(Operator):
+    """Accumulation('accurate' | 'fast'): where the tensor cores keep the running sum in fewer bits
+    than C's type (FP8 wgmma: about 14), 'accurate' (the default) promotes partial sums into float32
+    registers every 128 of k; 'fast' leaves the whole K loop in the tensor cores' own sum (cuBLAS's
+    use_fast_accum: relative errors near 1e-3 at K of thousands, against about 1e-4). It changes
+    nothing where the tensor cores keep C's precision; ``explain()`` says which runs."""
+
+    kind: ClassVar[str] = "Accumulation"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, value: str) -> None: ...
+    value: str
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> str:
+        if v not in ACCUMULATIONS:
+            raise ValueError(f"must be 'accurate' (partial sums promoted into float32) or 'fast' (the tensor cores' "
+                             f"own sum over the whole K loop), got {v!r}")
         return v  # type: ignore[return-value]
 
 
@@ -517,5 +540,5 @@ class Stages(Operator):
 
 OPERATOR_KINDS: tuple[type[Operator], ...] = (
     Size, Precision, Type, Function, BitOp, Arrangement, TransposeMode, LeadingDimension,
-    Alignment, SM, InstructionFamily, Block, Grid, Warp, Tile, Stages, BlockDim,
+    Alignment, SM, InstructionFamily, Accumulation, Block, Grid, Warp, Tile, Stages, BlockDim,
 )

@@ -69,7 +69,7 @@ def padded_leading_dimension(ld: int, element_size: int, unit: int = 16) -> int:
 
 # Operators a Grid() descriptor hands to its tile's Block() descriptor, as they are.
 TILE_KINDS: tuple[str, ...] = ("Precision", "Type", "Function", "BitOp", "Arrangement", "TransposeMode",
-                               "Alignment", "SM", "InstructionFamily", "BlockDim")
+                               "Alignment", "SM", "InstructionFamily", "Accumulation", "BlockDim")
 
 
 def suggested_tile_of(ops: Operators) -> Tile:

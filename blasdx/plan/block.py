@@ -14,8 +14,8 @@ from dataclasses import asdict, astuple, dataclass, fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Instruction
-from ..describe.operands import arrangement_of, k_major, takes_float_micro_tiles
+from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, PROMOTION_K, REGISTERS_PER_SM, Instruction
+from ..describe.operands import arrangement_of, k_major, promotes_of, takes_float_micro_tiles
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import shared_memory_parts_of
 from ..tuning import tuning_of
@@ -114,6 +114,10 @@ class GemmPlan:
     # FMA: threads t and t^1 take the same rows, t and t^2 the same columns (see the template).
     fma_thread_pairs: bool = False
     overrides: PlanOverrides = NO_OVERRIDES
+    # The k after which the tensor cores' partial sums go into the float32 accumulators (wgmma's
+    # FP8, whose own sum keeps about 14 bits: arch.PROMOTION_K); 0 where their sum runs the whole K
+    # loop (every other instruction, and Accumulation('fast')).
+    promote_k: int = 0
     # Whose threads run the GEMM: "block" (the block's first `threads`, its barrier __syncthreads) or
     # "warp" (each warp of the block its own GEMM, by lane, its barrier __syncwarp).
     scope: ClassVar[str] = "block"
@@ -135,6 +139,19 @@ class GemmPlan:
     @property
     def pipelined_fragments(self) -> bool:
         return False
+
+    @property
+    def partial_sum_values(self) -> int:
+        """Values a thread holds beside its accumulator while it promotes partial sums (promote_k):
+        one warpgroup tile's, 64 x tile_n over 128 threads."""
+        return self.tile_n // 2 if self.promote_k else 0
+
+    @property
+    def promotes_in_pairs(self) -> bool:
+        """Whether the TMA K loop multiplies K tiles in pairs, into two tiles of partial sums in turn
+        (consume_range_promoted): partial sums promoted, each warpgroup one tile (a pass), a K tile at
+        most promote_k deep."""
+        return 0 < self.k <= self.promote_k and self.instruction.is_wgmma and self.accumulator_size == self.tile_n // 2
 
     @cached_property
     def _hash(self) -> int:
@@ -361,6 +378,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
     pairs = not instr.is_mma and tiles_m % 2 == 0 and tiles_n % 2 == 0
     if overrides.fma_thread_pairs is not None:
         pairs = pairs and overrides.fma_thread_pairs
+    promote_k = PROMOTION_K if instr.is_wgmma and promotes_of(desc.operator_map, instr.narrow_accumulation) else 0
     plan = GemmPlan(
         sm=desc.sm, m=m, n=n, k=k, is_complex=desc.is_complex,
         a=mats["a"], b=mats["b"], c=mats["c"],
@@ -370,7 +388,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
         tile_m=tile_m, tile_n=tile_n, tiles_m=tiles_m, tiles_n=tiles_n, group_m=group_m, group_n=group_n,
         shared_memory_size=sum(smem.values()),
         use_cp_async=desc.sm >= CP_ASYNC_MIN_SM,
-        bit_op=desc.bit_op or "", fma_thread_pairs=pairs, overrides=overrides,
+        bit_op=desc.bit_op or "", fma_thread_pairs=pairs, overrides=overrides, promote_k=promote_k,
     )
     return plan_as(TilePlan, plan, pipelined_fragments=pipelined) if long_k_loop else plan
 

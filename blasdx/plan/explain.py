@@ -73,10 +73,19 @@ def block_gemm_lines(desc: Descriptor, p: GemmPlan) -> list[str]:
     """The block GEMM of ``p`` in words: instruction, tiling, threads, A, B and C in shared memory."""
     m, n, k = p.m, p.n, p.k
     lines = [f"instruction: {p.instruction.name} - {p.instruction_reason}"]
-    if p.instruction.is_wgmma and p.a.precision.startswith("float8"):
-        lines.append("accumulation: in wgmma's accumulators over the whole K loop, which for 8-bit floats keep about "
-                     "14 bits of the running sum (cuBLAS's fast accumulation: relative errors near 1e-3 at K of "
-                     "thousands, where promoting partial sums into float32 keeps about 1e-4; not offered yet)")
+    if p.promote_k:
+        lines.append(f"accumulation: accurate - wgmma keeps about 14 bits of its running sum for 8-bit floats, so each "
+                     f"{p.promote_k} of k runs into partial sums of its own, which are waited for and added to the "
+                     f"float32 accumulators (as cuBLAS does by default: relative errors near 1e-4 at K of thousands); "
+                     f"a warpgroup's wgmma no longer overlap each other, and its threads hold one tile of partial sums "
+                     f"more. Accumulation('fast') keeps wgmma's own sum")
+    elif p.instruction.narrow_accumulation:
+        lines.append("accumulation: fast (Accumulation('fast')) - in wgmma's accumulators over the whole K loop, which "
+                     "for 8-bit floats keep about 14 bits of the running sum (cuBLAS's use_fast_accum: relative errors "
+                     "near 1e-3 at K of thousands, where the default promotion into float32 keeps about 1e-4)")
+    elif "Accumulation" in desc.operator_map:
+        lines.append(f"accumulation: {p.instruction.name} keeps the precision of its accumulator type over the whole K "
+                     f"loop: Accumulation('{desc.operator_map['Accumulation'].value}') changes nothing here")  # type: ignore[attr-defined]
     choice = desc.wgmma_choice
     if choice is not None and p.sm == WGMMA_SM:  # wgmma is Hopper's: no other SM hears of its conditions
         lines.append("wgmma conditions:")
@@ -180,9 +189,16 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     launched = grid_with_alignment(p, (16, 16, 16))
     kernels = kernels_line(p.kernel_name, launched.kernel_name, desc.alignment)
     given = {kind: "given" if kind in ops else "suggested" for kind in ("Tile", "Stages", "BlockDim")}
-    if launched.tma:
+    if launched.tma and t.promote_k:
+        overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies; "
+                   + ("K tiles go in pairs, the second's wgmma running while the first's partial sums are added"
+                      if t.promotes_in_pairs else "each K tile's partial sums are added before the next one's wgmma start"))
+    elif launched.tma:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies, and each "
                    "multiply runs while the one before it ends")
+    elif t.instruction.is_wgmma and t.promote_k:
+        overlap = (f"the copies of the next {p.stages - 2} K tiles run while the block multiplies one, whose partial "
+                   f"sums are added before the next one's wgmma start")
     elif t.instruction.is_wgmma and p.stages >= 3:
         overlap = (f"the multiply of each K tile runs while the next one's ends and the copies of the following "
                    f"{p.stages - 2} run")

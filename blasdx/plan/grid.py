@@ -167,7 +167,7 @@ class GridPlan:
             fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
             return 2 if fits and fma_blocks_share_sm(self.tile, self.b.layout, self.is_complex, self.tiles) else 1
         per_block = self.kernel_shared_memory_size + TMA_STATIC_SHARED + BLOCK_RESERVED_SHARED
-        accumulators = self.tile.accumulator_size * self.accumulator_bytes // 4
+        accumulators = (self.tile.accumulator_size + self.tile.partial_sum_values) * self.accumulator_bytes // 4
         fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
         # ptxas compiles all of the kernel within its launch's registers (setmaxnreg adds none to the
         # code, it only keeps the producer's from the tile's), so those must hold the accumulators.

@@ -449,15 +449,3 @@ def test_explain_describes_the_kernel_execute_launches():
     assert "C read into and written from registers by each thread" in text  # 16-byte pairs once aligned
     assert "warp tiling: 1 warp;" in text and "1 tile over 1 warp" in text
 
-
-def test_explain_names_fp8_wgmmas_own_accumulation():
-    """FP8 wgmma accumulates in its own ~14-bit sum over the whole K loop: explain() says so (Block and Grid
-    tiles), and of no other instruction."""
-    rcr = Arrangement("row_major", "col_major", "row_major")
-    fp8 = Precision("float8_e4m3", "float8_e5m2", "float32")
-    said = "accumulation: in wgmma's accumulators over the whole K loop, which for 8-bit floats keep about 14 bits"
-    assert said in (Size(64, 64, 128) + fp8 + rcr + SM(900) + Block()).explain(width=0)
-    assert "  " + said in (Size(4096, 4096, 4096) + fp8 + rcr + SM(900) + Grid()).explain(width=0)
-    for other in (Size(64, 64, 128) + Precision("float16", "float16", "float32") + rcr + SM(900) + Block(),
-                  Size(64, 64, 128) + fp8 + rcr + SM(890) + Block()):
-        assert "accumulation:" not in other.explain(width=0)

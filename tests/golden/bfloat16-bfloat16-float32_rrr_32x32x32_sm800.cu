@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_9b6814fa
+// blasdx block GEMM blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_dc8d7d12
 //   32x32x32, mma_bf16, 32 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 32 threads of the block (in thread-rank
@@ -743,7 +743,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_9b6814fa(
+extern "C" __global__ void __launch_bounds__(32) blasdx_gemm_sm800_bf16bf16f32_32x32x32_rrr_t32_dc8d7d12(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];

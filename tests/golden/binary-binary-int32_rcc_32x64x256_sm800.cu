@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm800_b1b1s32_32x64x256_rcc_t64_ace7c108
+// blasdx block GEMM blasdx_gemm_sm800_b1b1s32_32x64x256_rcc_t64_981e47fe
 //   32x64x256, mma_b1, 64 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 64 threads of the block (in thread-rank
@@ -638,7 +638,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm800_b1b1s32_32x64x256_rcc_t64_ace7c108(
+extern "C" __global__ void __launch_bounds__(64) blasdx_gemm_sm800_b1b1s32_32x64x256_rcc_t64_981e47fe(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_d2f161d9
+// blasdx block GEMM blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_89846c0a
 //   64x64x64, wgmma_f16, 128 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 128 threads of the block (in thread-rank
@@ -476,8 +476,10 @@ __device__ __forceinline__ void pin_accumulators(tile_accumulator& acc) {
     for (int v = 0; v < c_vals; ++v) asm volatile("" : "+f"(acc[0][j][v])::"memory");
 }
 
-// acc += A(64 x 16) * B(16 x 64) of the descriptors: one wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16.
-__device__ __forceinline__ void wgmma(tile_accumulator& acc, unsigned long long a_desc, unsigned long long b_desc) {
+// acc += A(64 x 16) * B(16 x 64) of the descriptors: one wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16;
+// acc = the product where `accumulate` is 0.
+__device__ __forceinline__ void wgmma(tile_accumulator& acc, unsigned long long a_desc, unsigned long long b_desc,
+                                      int accumulate = 1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %34, 0;\n"
@@ -516,7 +518,7 @@ __device__ __forceinline__ void wgmma(tile_accumulator& acc, unsigned long long 
       "%31"
       "}, %32, %33, accumulate, 1, 1, 0, 0;\n}\n"
       : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]), "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]), "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]), "+f"(acc[0][3][3]), "+f"(acc[0][4][0]), "+f"(acc[0][4][1]), "+f"(acc[0][4][2]), "+f"(acc[0][4][3]), "+f"(acc[0][5][0]), "+f"(acc[0][5][1]), "+f"(acc[0][5][2]), "+f"(acc[0][5][3]), "+f"(acc[0][6][0]), "+f"(acc[0][6][1]), "+f"(acc[0][6][2]), "+f"(acc[0][6][3]), "+f"(acc[0][7][0]), "+f"(acc[0][7][1]), "+f"(acc[0][7][2]), "+f"(acc[0][7][3])
-      : "l"(a_desc), "l"(b_desc), "r"(1));
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 #endif
 }
 
@@ -534,15 +536,18 @@ __device__ __forceinline__ bool wgmma_runs(const a_t* sa, const b_t* sb) {
 #endif
 }
 
-// The wgmma of every 16 of k for the tile at `at`, issued without waiting (between
-// wgmma_begin and wgmma_commit, which several tiles may share).
-__device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position at, const a_t* sa, const b_t* sb) {
+// The wgmma of every 16 of k from k_begin to k_end (all of k by default) for the tile at `at`,
+// issued without waiting (between wgmma_begin and wgmma_commit, which several tiles may share);
+// the first one overwrites acc where `overwrite`.
+__device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position at, const a_t* sa, const b_t* sb,
+                                            int k_begin = 0, int k_end = k, bool overwrite = false) {
   const unsigned long long a_desc = operand_descriptor<128, 64, false>(sa);
   const unsigned long long b_desc = operand_descriptor<128, 64, false>(sb);
 #pragma unroll
-  for (int k0 = 0; k0 < k; k0 += 16)
+  for (int k0 = k_begin; k0 < k_end; k0 += 16)
     wgmma(acc, a_desc + operand_offset<128, 64, false, 2>(at.m0, k0) / 16,
-          b_desc + operand_offset<128, 64, false, 2>(at.n0, k0) / 16);
+          b_desc + operand_offset<128, 64, false, 2>(at.n0, k0) / 16,
+          overwrite && k0 == k_begin ? 0 : 1);
 }
 __device__ __forceinline__ void wgmma_begin() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1072,7 +1077,7 @@ struct store_with_bias_op {
 // The batched kernel behind execute(): item i of the batch is A + i*stride_a, ...
 // Blocks loop over items (grid-stride), so any batch size runs with 64-bit offsets.
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (and BIAS_PARAMETERS), in that order.
-extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_d2f161d9_f44b5b6e0(
+extern "C" __global__ void __launch_bounds__(128) blasdx_gemm_sm900_f16f16f32_64x64x64_rcr_t128_89846c0a_f44b5b6e0(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, const void* bias, long long bias_batch_stride, long long bias_row_stride, long long bias_col_stride) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];

@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm800_f32f32f32_64x128x32_rrr_t256_9860c1a5
+// blasdx block GEMM blasdx_gemm_sm800_f32f32f32_64x128x32_rrr_t256_b73f8f36
 //   64x128x32, fma, 256 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 256 threads of the block (in thread-rank
@@ -520,7 +520,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 
 }  // namespace blasdx_block_gemm
 
-// blasdx grid-level GEMM blasdx_grid_sm800_f32f32f32_1000x1000x1000_rrr_tile64x128x32_s4_t256_93d6676c: 1000x1000x1000 in tiles of 64x128x32
+// blasdx grid-level GEMM blasdx_grid_sm800_f32f32f32_1000x1000x1000_rrr_tile64x128x32_s4_t256_021800cd: 1000x1000x1000 in tiles of 64x128x32
 // Added to namespace blasdx_block_gemm, whose block GEMM (above) is one tile: a block computes a tile of C
 // with mainloop() into an accumulator, then writes it (store_block_tile), or does more with it first.
 //   for (int t = blockIdx.x; t < block_tiles; t += gridDim.x) {         // any order of tiles
@@ -659,7 +659,7 @@ __device__ __forceinline__ void store_block_tile(const accumulator& acc, c_t* c,
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, GRID_PARAMETERS), in that order.
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 32,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
-extern "C" __global__ void __launch_bounds__(256, 1) blasdx_grid_sm800_f32f32f32_1000x1000x1000_rrr_tile64x128x32_s4_t256_93d6676c(
+extern "C" __global__ void __launch_bounds__(256, 1) blasdx_grid_sm800_f32f32f32_1000x1000x1000_rrr_tile64x128x32_s4_t256_021800cd(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];

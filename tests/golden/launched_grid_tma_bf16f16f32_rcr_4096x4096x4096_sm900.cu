@@ -1,4 +1,4 @@
-// blasdx block GEMM blasdx_gemm_sm900_bf16bf16f32_256x128x64_rcr_t512_ea9fc01c
+// blasdx block GEMM blasdx_gemm_sm900_bf16bf16f32_256x128x64_rcr_t512_c04ff45c
 //   256x128x64, wgmma_bf16, 512 threads
 // C = c_store(alpha * op(a_load(A)) * op(b_load(B)) + beta * c_load(C)) with A, B and C in
 // shared memory, computed by the first 512 threads of the block (in thread-rank
@@ -460,8 +460,10 @@ __device__ __forceinline__ void pin_accumulators(tile_accumulator& acc) {
     for (int v = 0; v < c_vals; ++v) asm volatile("" : "+f"(acc[0][j][v])::"memory");
 }
 
-// acc += A(64 x 16) * B(16 x 128) of the descriptors: one wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16.
-__device__ __forceinline__ void wgmma(tile_accumulator& acc, unsigned long long a_desc, unsigned long long b_desc) {
+// acc += A(64 x 16) * B(16 x 128) of the descriptors: one wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16;
+// acc = the product where `accumulate` is 0.
+__device__ __forceinline__ void wgmma(tile_accumulator& acc, unsigned long long a_desc, unsigned long long b_desc,
+                                      int accumulate = 1) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %66, 0;\n"
@@ -532,7 +534,7 @@ __device__ __forceinline__ void wgmma(tile_accumulator& acc, unsigned long long 
       "%63"
       "}, %64, %65, accumulate, 1, 1, 0, 0;\n}\n"
       : "+f"(acc[0][0][0]), "+f"(acc[0][0][1]), "+f"(acc[0][0][2]), "+f"(acc[0][0][3]), "+f"(acc[0][1][0]), "+f"(acc[0][1][1]), "+f"(acc[0][1][2]), "+f"(acc[0][1][3]), "+f"(acc[0][2][0]), "+f"(acc[0][2][1]), "+f"(acc[0][2][2]), "+f"(acc[0][2][3]), "+f"(acc[0][3][0]), "+f"(acc[0][3][1]), "+f"(acc[0][3][2]), "+f"(acc[0][3][3]), "+f"(acc[0][4][0]), "+f"(acc[0][4][1]), "+f"(acc[0][4][2]), "+f"(acc[0][4][3]), "+f"(acc[0][5][0]), "+f"(acc[0][5][1]), "+f"(acc[0][5][2]), "+f"(acc[0][5][3]), "+f"(acc[0][6][0]), "+f"(acc[0][6][1]), "+f"(acc[0][6][2]), "+f"(acc[0][6][3]), "+f"(acc[0][7][0]), "+f"(acc[0][7][1]), "+f"(acc[0][7][2]), "+f"(acc[0][7][3]), "+f"(acc[0][8][0]), "+f"(acc[0][8][1]), "+f"(acc[0][8][2]), "+f"(acc[0][8][3]), "+f"(acc[0][9][0]), "+f"(acc[0][9][1]), "+f"(acc[0][9][2]), "+f"(acc[0][9][3]), "+f"(acc[0][10][0]), "+f"(acc[0][10][1]), "+f"(acc[0][10][2]), "+f"(acc[0][10][3]), "+f"(acc[0][11][0]), "+f"(acc[0][11][1]), "+f"(acc[0][11][2]), "+f"(acc[0][11][3]), "+f"(acc[0][12][0]), "+f"(acc[0][12][1]), "+f"(acc[0][12][2]), "+f"(acc[0][12][3]), "+f"(acc[0][13][0]), "+f"(acc[0][13][1]), "+f"(acc[0][13][2]), "+f"(acc[0][13][3]), "+f"(acc[0][14][0]), "+f"(acc[0][14][1]), "+f"(acc[0][14][2]), "+f"(acc[0][14][3]), "+f"(acc[0][15][0]), "+f"(acc[0][15][1]), "+f"(acc[0][15][2]), "+f"(acc[0][15][3])
-      : "l"(a_desc), "l"(b_desc), "r"(1));
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 #endif
 }
 
@@ -550,15 +552,18 @@ __device__ __forceinline__ bool wgmma_runs(const a_t* sa, const b_t* sb) {
 #endif
 }
 
-// The wgmma of every 16 of k for the tile at `at`, issued without waiting (between
-// wgmma_begin and wgmma_commit, which several tiles may share).
-__device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position at, const a_t* sa, const b_t* sb) {
+// The wgmma of every 16 of k from k_begin to k_end (all of k by default) for the tile at `at`,
+// issued without waiting (between wgmma_begin and wgmma_commit, which several tiles may share);
+// the first one overwrites acc where `overwrite`.
+__device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position at, const a_t* sa, const b_t* sb,
+                                            int k_begin = 0, int k_end = k, bool overwrite = false) {
   const unsigned long long a_desc = operand_descriptor<128, 256, false>(sa);
   const unsigned long long b_desc = operand_descriptor<128, 128, false>(sb);
 #pragma unroll
-  for (int k0 = 0; k0 < k; k0 += 16)
+  for (int k0 = k_begin; k0 < k_end; k0 += 16)
     wgmma(acc, a_desc + operand_offset<128, 256, false, 2>(at.m0, k0) / 16,
-          b_desc + operand_offset<128, 128, false, 2>(at.n0, k0) / 16);
+          b_desc + operand_offset<128, 128, false, 2>(at.n0, k0) / 16,
+          overwrite && k0 == k_begin ? 0 : 1);
 }
 __device__ __forceinline__ void wgmma_begin() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -1096,7 +1101,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 
 }  // namespace blasdx_block_gemm
 
-// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_18c8240e: 4096x4096x4096 in tiles of 256x128x64
+// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_525ebada: 4096x4096x4096 in tiles of 256x128x64
 // Added to namespace blasdx_block_gemm, whose block GEMM (above) is one tile: a block computes a tile of C
 // with mainloop() into an accumulator, then writes it (store_block_tile), or does more with it first.
 //   for (int t = blockIdx.x; t < block_tiles; t += gridDim.x) {         // any order of tiles
@@ -1543,7 +1548,7 @@ __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, GRID_PARAMETERS, TMA_PARAMETERS), in that order.
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 64,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_18c8240e(
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_525ebada(
 const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace, const __grid_constant__ blasdx::tensor_map a_map, const __grid_constant__ blasdx::tensor_map b_map) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];

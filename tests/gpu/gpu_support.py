@@ -14,9 +14,11 @@ from blasdx.runtime.arguments import scalar
 from ..device_kernels import KERNELS
 from ..support import LAYOUT
 
-# Relative Frobenius error bounds by precision (inputs and output); 0 means exact.
+# Relative Frobenius error bounds by precision (inputs and output); 0 means exact. The inputs are
+# exactly representable, so an input's bound is its accumulation's: FP8's partial sums promoted into
+# float32 every 128 of k (1.5x cuBLAS's default path, 1.22e-4; wgmma's own sum keeps about 14 bits).
 INPUT_BOUND = {"float64": 1e-12, "float32": 1e-5, "tfloat32": 5e-3, "float16": 1e-3,
-               "bfloat16": 1e-2, "float8_e4m3": 7e-2, "float8_e5m2": 7e-2}
+               "bfloat16": 1e-2, "float8_e4m3": 1.8e-4, "float8_e5m2": 1.8e-4}
 OUTPUT_BOUND = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2,
                 "float8_e4m3": 7e-2, "float8_e5m2": 7e-2, "tfloat32": 5e-3}
 

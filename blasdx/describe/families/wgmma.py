@@ -11,6 +11,7 @@ from ...arch import (
     REGISTERS_PER_SM,
     WGMMA_MAX_ACC_REGS,
     WGMMA_MAX_N,
+    WGMMA_MAX_PROMOTED_REGS,
     WGMMA_OF,
     WGMMA_SM,
     Instruction,
@@ -24,6 +25,7 @@ from ..operands import (
     is_complex_of,
     k_major,
     precision_of,
+    promotes_of,
 )
 from ..operators import Tile
 from .common import Condition, chosen_instruction, fitted_tile
@@ -57,28 +59,33 @@ class WgmmaChoice:
         return tuple(text for text, held in self.conditions if not held)
 
 
-def accumulator_registers(threads: int) -> int:
+def accumulator_registers(threads: int, promoted: bool = False) -> int:
     """Float accumulator registers a thread of a ``threads``-thread block may hold:
     WGMMA_MAX_ACC_REGS, or fewer where the block's share of the register file
-    (REGISTERS_PER_SM) leaves less beside the ~32 its other values take."""
+    (REGISTERS_PER_SM) leaves less beside the ~32 its other values take. ``promoted``: the
+    accumulators and a pass's partial sums (``tile_width``), WGMMA_MAX_PROMOTED_REGS at most
+    beside ~48 others (the Grid() tile's threads keep 240 a thread)."""
+    if promoted:
+        return min(WGMMA_MAX_PROMOTED_REGS, REGISTERS_PER_SM // threads - 48)
     return min(WGMMA_MAX_ACC_REGS, REGISTERS_PER_SM // threads - 32)
 
 
-def tile_width(m: int, n: int, threads: int, step: int) -> int:
+def tile_width(m: int, n: int, threads: int, step: int, promoted: bool = False) -> int:
     """The n of a warpgroup's 64 x n tile: a multiple of ``step`` dividing n, at most 256,
-    whose float accumulators (n / 2 registers a tile) fit ``accumulator_registers``
-    over the tiles each warpgroup takes; the fewest passes, then the widest tile (each
-    wgmma then reads A once for more of B). 0 where none fits."""
+    whose float accumulators (n / 2 registers a tile; ``promoted``: and one tile's partial
+    sums, n / 2 more) fit ``accumulator_registers`` over the tiles each warpgroup takes; the
+    fewest passes, then the widest tile (each wgmma then reads A once for more of B). 0 where
+    none fits."""
     groups = threads // 128
     if groups == 0 or m % 64:
         return 0
-    budget = accumulator_registers(threads)
+    budget = accumulator_registers(threads, promoted)
     best: tuple[tuple[int, int], int] | None = None
     for tile_n in range(step, min(n, WGMMA_MAX_N) + 1, step):
         if n % tile_n:
             continue
         passes = math.ceil(m // 64 * (n // tile_n) / groups)
-        if passes * tile_n // 2 > budget:
+        if (passes + (1 if promoted else 0)) * tile_n // 2 > budget:
             continue
         key = (passes, -tile_n)
         if best is None or key < best[0]:
@@ -92,14 +99,14 @@ def n_step(b_layout: str) -> int:
     return 16 if b_layout == "row_major" else 8
 
 
-def warpgroup_threads(m: int, n: int, step: int) -> int:
+def warpgroup_threads(m: int, n: int, step: int, promoted: bool = False) -> int:
     """Threads a wgmma block GEMM suggests: a warpgroup per widest tile, at most two, or
     the fewest more (up to eight) whose accumulators fit (``tile_width``)."""
     widest = max((t for t in range(step, min(n, WGMMA_MAX_N) + 1, step) if n % t == 0), default=n)
     tiles = max(1, (m // 64) * (n // widest))
     fewest = min(2, tiles)
     for groups in range(fewest, min(8, tiles) + 1):
-        if tile_width(m, n, 128 * groups, step):
+        if tile_width(m, n, 128 * groups, step, promoted):
             return 128 * groups
     return 128 * fewest
 
@@ -107,6 +114,13 @@ def warpgroup_threads(m: int, n: int, step: int) -> int:
 def _form(ops: Operators) -> Instruction | None:
     """The wgmma form of the warp-level instruction the precisions take on the SM, if any."""
     return WGMMA_OF.get(chosen_instruction(ops)[0].name)
+
+
+def promotes(ops: Operators) -> bool:
+    """Whether this descriptor's wgmma promotes its partial sums into float32 (its form's
+    accumulation is narrow and Accumulation('fast') does not ask otherwise)."""
+    form = _form(ops)
+    return promotes_of(ops, form is not None and form.narrow_accumulation)
 
 
 def _operator_conditions(ops: Operators, form: Instruction | None) -> tuple[Condition, ...]:
@@ -149,9 +163,10 @@ def _answer(ops: Operators, threads: int | None) -> tuple[tuple[Condition, ...],
     b_mn_major = arr["b"] == "row_major"  # B's n contiguous: wgmma reads it transposed
     step = n_step(arr["b"])
     given = given_threads_of(ops)
+    promoted = promotes(ops)
     if threads is None:
-        threads = given.threads if given is not None else warpgroup_threads(m, n, step)
-    tile_n = tile_width(m, n, threads, step)
+        threads = given.threads if given is not None else warpgroup_threads(m, n, step, promoted)
+    tile_n = tile_width(m, n, threads, step, promoted)
     k_step = form.k if form is not None else 16
     conditions: tuple[Condition, ...] = (
         on_sm, takes,
@@ -165,7 +180,8 @@ def _answer(ops: Operators, threads: int | None) -> tuple[tuple[Condition, ...],
     )
     if m % 64 == 0 and threads % 128 == 0:  # the tiles exist: do their accumulators fit?
         conditions += ((f"a warpgroup tile of 64 x N (N a multiple of {step} dividing n, at most {WGMMA_MAX_N}) "
-                        f"whose float accumulators fit {accumulator_registers(threads)} registers a thread "
+                        f"whose float accumulators {'and one tile of partial sums (promoted into them) ' if promoted else ''}"
+                        f"fit {accumulator_registers(threads, promoted)} registers a thread "
                         f"({m * n // threads} outputs a thread here)", tile_n > 0),)
     esize = element_sizes_of(ops)
     a_contiguous = m if arr["a"] == "col_major" else k
@@ -205,22 +221,28 @@ def instruction(ops: Operators) -> tuple[Instruction, str]:
 
 def suggested_tile(ops: Operators) -> Tile | None:
     """A Grid() tile of 256 x 128, a warpgroup per 64 rows (``grid_tile_threads``): 128 x 128 ran slower,
-    and 128 x 256's 128 accumulators a thread slowed the fused epilogue; k, rows of 128 bytes (the widest
-    swizzle). None where a condition no tile changes fails."""
+    and 128 x 256's 128 accumulators a thread slowed the fused epilogue; where partial sums are promoted,
+    128 x 128, each warpgroup's one tile with two tiles of partial sums, one in flight while the other
+    is added (256 x 128 and 128 x 256 promoting a warpgroup's two tiles one at a time ran slower:
+    benchmarks/RESULTS.md, FP8 accumulation); k, rows of 128 bytes (the widest swizzle). None where a
+    condition no tile changes fails."""
     form = _form(ops)
     if form is None or not all(held for _, held in _operator_conditions(ops, form)):
         return None
-    return Tile(*fitted_tile(ops["Size"], (256, 128, 128 // element_sizes_of(ops)["a"]), 64, form.k))  # type: ignore[arg-type]
+    rows = 128 if promotes(ops) else 256
+    return Tile(*fitted_tile(ops["Size"], (rows, 128, 128 // element_sizes_of(ops)["a"]), 64, form.k))  # type: ignore[arg-type]
 
 
 def suggested_threads(ops: Operators) -> int:
     """A warpgroup per tile, at most two (``warpgroup_threads``)."""
     size = ops["Size"]
-    return warpgroup_threads(size.m, size.n, n_step(arrangement_of(ops)["b"]))  # type: ignore[attr-defined]
+    return warpgroup_threads(size.m, size.n, n_step(arrangement_of(ops)["b"]), promotes(ops))  # type: ignore[attr-defined]
 
 
 def grid_tile_threads(ops: Operators) -> int | None:
     """A Grid() tile's threads: a warpgroup per 64 rows (at most four), each holding a 64 x n slice of
-    the tile in registers, so that the block has warps enough to hide its copies."""
+    the tile in registers, so that the block has warps enough to hide its copies; where partial sums are
+    promoted, at most two warpgroups, whose threads hold the accumulators of two slices and one slice's
+    partial sums (four would keep 112 registers a thread, too few for one slice's 128)."""
     m = ops["Size"].m  # type: ignore[attr-defined]
-    return None if m % 64 else 128 * min(4, m // 64)
+    return None if m % 64 else 128 * min(2 if promotes(ops) else 4, m // 64)
