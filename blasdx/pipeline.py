@@ -37,7 +37,7 @@ from .compiler import (
     supported_archs,
 )
 from .describe.descriptor import Descriptor
-from .errors import CompileError, DeviceError, UnsupportedError
+from .errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from .kinds import aligned_plan, every_kind, launched_plan, of_descriptor, render_device_source, render_launched
 from .plan import NO_OVERRIDES, DescriptorPlan, PlanOverrides
 from .plan import explain as explaining
@@ -60,7 +60,8 @@ from .runtime.device import (
     max_active_clusters,
     stream_handle,
 )
-from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature
+from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature, scales_signature
+from .runtime.scales import ScaleView, is_number, number_scale, scale_view
 from .version import __version__
 
 # --- describe -> plan ---------------------------------------------------------------------
@@ -246,11 +247,14 @@ def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
 
 
 def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
-            fusion: Fusion = NO_FUSION, bias: Any = None) -> Any:
+            fusion: Fusion = NO_FUSION, bias: Any = None, scale_a: Any = None, scale_b: Any = None) -> Any:
     """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
     CuPy arrays or PyTorch tensors (and bias) seen before with the same signature skip the
     checks but for overlap. PyTorch tensors run on PyTorch's current stream where ``stream``
-    is None; everything else on CuPy's."""
+    is None; everything else on CuPy's. FP8 scales (``scale_a``, ``scale_b``): execute_scaled."""
+    if scale_a is not None or scale_b is not None:
+        return execute_scaled(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias, scale_a=scale_a,
+                              scale_b=scale_b)
     cupy = cupy_module()
     tensor = torch_tensor_type()
     on_torch = tensor is not None and isinstance(c, tensor)  # then PyTorch's stream where none is given
@@ -285,6 +289,73 @@ def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
             BOUND_LAUNCHES.put(signature[0], bound)
         bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, plan), handle,
                      0 if bv is None else bv.ptr)
+    return c
+
+
+def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any, fusion: Fusion,
+                   bias: Any, scale_a: Any, scale_b: Any) -> Any:
+    """execute() of scaled FP8 (blasdx.runtime.scales): c = alpha * (scale_a A) @ (scale_b B) + beta * c. Scales
+    given as numbers fold into alpha; scales on the device are read by the grid kernel, and key its bound launch
+    beside the operands (scales_signature)."""
+    cupy = cupy_module()
+    tensor = torch_tensor_type()
+    on_torch = tensor is not None and isinstance(c, tensor)
+    if on_torch and c.requires_grad:
+        check_torch_output(c)
+    numbers = [(name, x) for name, x in (("scale_a", scale_a), ("scale_b", scale_b)) if is_number(x)]
+    signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
+    scaled = scales_signature(cupy.ndarray, tensor if on_torch else None, scale_a, scale_b)
+    key = None if signature is None or scaled is None or len(numbers) == 2 else (*signature[0], *scaled[0])
+    bound = BOUND_LAUNCHES.get(key) if key is not None else None
+    if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
+        pa, pb, pc, pbias = signature[1]  # type: ignore[index]
+        if not bound.overlaps(pa, pb, pc, pbias, scaled[1]):  # type: ignore[index]
+            for name, x in numbers:
+                alpha = alpha * number_scale(x, name)
+            try:
+                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan), stream_handle(stream, c if on_torch else None),
+                             pbias, scaled[1])  # type: ignore[index]
+                return c
+            except cupy.cuda.driver.CUDADriverError:
+                pass  # no current context in this thread: the path below makes it current
+    va, vb, vc = check_operands(plan, a, b, c)
+    if not (plan.a.precision.startswith("float8") and plan.b.precision.startswith("float8")):
+        raise ArgumentError(f"scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are {plan.a.precision} "
+                            f"and {plan.b.precision}; scale them with alpha (or the a_load/b_load hooks)")
+    on_device = [x for x in (scale_a, scale_b) if x is not None and not is_number(x)]
+    if on_device and plan.scales_refusal(False, False):  # a kind that takes scales as numbers only
+        raise ArgumentError(plan.scales_refusal(False, False))
+    views: list[ScaleView | None] = []
+    for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if x is None:
+            views.append(None)
+        elif is_number(x):
+            alpha = alpha * number_scale(x, name)
+            views.append(None)
+        else:
+            views.append(scale_view(x, name, plan.m, plan.n, plan.k, vc))
+    sa, sb = views
+    scalar(alpha, plan, "alpha")  # ArgumentError before any compile
+    scalar(beta, plan, "beta")
+    if sa is None and sb is None:  # numbers alone: alpha says it all
+        return execute(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)
+    refusal = plan.scales_refusal(any(v is not None and v.along_k for v in views),
+                                  not (fusion.a_load.is_identity and fusion.b_load.is_identity))
+    if refusal:
+        raise ArgumentError(refusal)
+    bv = None if bias is None else bias_view(bias, vc)
+    fusion = fusion_for_bias(fusion, bv).with_scales(sa.kind if sa else "", sb.kind if sb else "")
+    handle = stream_handle(stream, c if on_torch else None)
+    with cupy.cuda.Device(vc.device_id):
+        alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
+        loaded = kernel(aligned_plan(plan, alignment), fusion, vc.device_id)  # the grid kernel: its item_block takes none
+        if vc.batch == 0:
+            return c
+        bound = bind(loaded, va, vb, vc, bv, (sa, sb))
+        if key is not None:
+            BOUND_LAUNCHES.put(key, bound)
+        bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, plan), handle,
+                     0 if bv is None else bv.ptr, (sa.ptr if sa else 0, sb.ptr if sb else 0))
     return c
 
 

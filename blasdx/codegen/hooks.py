@@ -140,6 +140,10 @@ class Fusion:
     # bias): the kernel then reads it by column alone, so a thread's rows share their loads.
     # execute() sets it from the bias's strides; the bias view's row stride is 0 then.
     bias_rows_alike: bool = False
+    # FP8 scales on the device (blasdx.runtime.scales): A's "tensor", "row" or "block", B's "tensor", "col"
+    # or "block"; "" where there is none (or a Python number, folded into alpha).
+    scale_a: str = ""
+    scale_b: str = ""
 
     def reading_bias_by_column(self) -> Fusion:
         """This fusion for a bias alike on every row of C (see bias_rows_alike)."""
@@ -149,6 +153,15 @@ class Fusion:
     def is_identity(self) -> bool:
         return self == NO_FUSION
 
+    def with_scales(self, scale_a: str, scale_b: str) -> Fusion:
+        """This fusion with the kinds of the scales on the device ("" for none)."""
+        return replace(self, scale_a=scale_a, scale_b=scale_b)
+
+    @property
+    def scaled(self) -> bool:
+        """Whether the kernel reads scales of A and B (SCALE_PARAMETERS)."""
+        return bool(self.scale_a or self.scale_b)
+
     @property
     def has_epilogue(self) -> bool:
         """Whether C's side has work: a c_load or c_store hook, or a bias."""
@@ -156,14 +169,17 @@ class Fusion:
 
     @cached_property
     def _hash(self) -> int:
-        return hash((*(hook for _, hook in self.slots), self.bias, self.bias_rows_alike))
+        return hash((*(hook for _, hook in self.slots), self.bias, self.bias_rows_alike, self.scale_a, self.scale_b))
 
     def __hash__(self) -> int:  # computed once: fusions key the per-call launch caches
         return self._hash
 
     @property
     def digest(self) -> str:
-        parts = tuple(hook.expression for _, hook in self.slots) + (self.bias,) + (("rows alike",) if self.bias_rows_alike else ())
+        parts: tuple[object, ...] = (tuple(hook.expression for _, hook in self.slots) + (self.bias,)
+                                     + (("rows alike",) if self.bias_rows_alike else ()))
+        if self.scaled:  # (kernels without scales keep their names)
+            parts += (("scales", self.scale_a, self.scale_b),)
         return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
 
     @property

@@ -226,7 +226,7 @@ def render_grid_block(plan: GridPlan, name: str, own_kernel: bool = False) -> st
         swizzled=tile.a.swizzle > 0, overlapped=_overlapped(plan), split_k=plan.split_k,
         paired_store=tile.instruction.is_mma, fma_c_read_ahead=plan.fma_c_read_ahead,
         quads_c_read_ahead=plan.quads_c_read_ahead,
-        copies_between_steps=plan.copies_between_steps)
+        copies_between_steps=plan.copies_between_steps, promote_k=tile.promote_k)
     return render_block(tile, name, own_kernel, plan.fma_pipelined) + "\n" + grid
 
 
@@ -274,9 +274,9 @@ def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = Fals
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
-                  for p in kernel_parameters(fusion.bias, grid, tma)]
+                  for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
-            "bias_rows_alike": fusion.bias_rows_alike}
+            "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b}
 
 
 def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:

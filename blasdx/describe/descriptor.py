@@ -508,21 +508,25 @@ class Descriptor:
 
     def execute(self, a: Any, b: Any, c: Any, alpha: Any = 1, beta: Any = 0, *,
                 prologue: Any = None, epilogue: Any = None, a_load: Any = None, b_load: Any = None,
-                c_load: Any = None, c_store: Any = None, bias: Any = None, stream: Any = None) -> Any:
+                c_load: Any = None, c_store: Any = None, bias: Any = None, stream: Any = None,
+                scale_a: Any = None, scale_b: Any = None) -> Any:
         """c = c_store(alpha * a_load(op(a)) @ b_load(op(b)) + beta * c_load(c) + bias), in
         place; returns c.
 
         The hooks are built-in names ("relu", "gelu", ...), ``blasdx.scale(s)`` or C++
         expressions of ``x``; ``prologue`` sets a_load and b_load, ``epilogue`` is c_store.
-        ``bias`` is an array with C's dtype that broadcasts to C's shape as in NumPy."""
+        ``bias`` is an array with C's dtype that broadcasts to C's shape as in NumPy.
+        ``scale_a`` and ``scale_b`` scale FP8 A and B: numbers, or float32 arrays per tensor, per
+        row of A / column of B, or blockwise (blasdx.runtime.scales)."""
         if "plan" not in self.__dict__:  # planned once; later calls skip the checks
             self._require_executable("execute")
         pipeline = _pipeline_module or _pipeline()
         if (bias is None and prologue is None and epilogue is None and a_load is None
-                and b_load is None and c_load is None and c_store is None):
+                and b_load is None and c_load is None and c_store is None and scale_a is None and scale_b is None):
             return pipeline.execute(self.plan, a, b, c, alpha, beta, stream=stream)
         fusion = pipeline.fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias is not None)
-        return pipeline.execute(self.plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)
+        return pipeline.execute(self.plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias,
+                                scale_a=scale_a, scale_b=scale_b)
 
 
 Operator.composition = Descriptor

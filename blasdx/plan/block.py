@@ -146,6 +146,11 @@ class GemmPlan:
         one warpgroup tile's, 64 x tile_n over 128 threads."""
         return self.tile_n // 2 if self.promote_k else 0
 
+    def scales_refusal(self, blockwise: bool, load_hooks: bool) -> str:
+        """FP8 scales on the device are the grid kernel's (GridPlan.scales_refusal) so far."""
+        return (f"scale_a= and scale_b= on the device are taken by Grid() descriptors ({self.execution.capitalize()}() "
+                f"ones take scales as numbers only, so far); describe the GEMM with Grid() (descriptor.replace(Grid()))")
+
     @property
     def promotes_in_pairs(self) -> bool:
         """Whether the TMA K loop multiplies K tiles in pairs, into two tiles of partial sums in turn

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
-from ..arch import BLOCK_RESERVED_SHARED, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
+from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
 from ..describe.families.common import GRID_MIN_TILES
 from ..describe.precision import PRECISIONS
 from ..errors import DescriptorError, UnsupportedError
@@ -207,8 +207,32 @@ class GridPlan:
         return b.slab_rows // 2 * b.swizzle % 1024 == 0 if b.k_inner else b.slabs % 2 == 0
 
 
-    def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
-        return kernel_parameters(has_bias, grid=True, tma=self.tma)
+    def scales_refusal(self, blockwise: bool, load_hooks: bool) -> str:
+        """Why the grid kernel cannot take FP8 scales ("" where it can). Scales that do not vary along k multiply
+        the products once, on every path; blockwise ones multiply the partial sums of each PROMOTION_K of k as they
+        are promoted: the tile must promote them (FP8 wgmma, Accumulation('accurate')), see them as they come (no
+        load hooks, which take mma.sync) and lie in one block of the scales along k and, for B's, along n."""
+        tile = self.tile
+        if not blockwise:
+            return ""
+        if not tile.promote_k:
+            why = ("Accumulation('fast') keeps wgmma's own sum" if tile.instruction.narrow_accumulation else
+                   f"{tile.instruction.name} does not (blockwise scales are SM 900's, on wgmma)")
+            return (f"blockwise scales multiply the partial sums of each {PROMOTION_K} of k as they are promoted into "
+                    f"float32, but {why}; remove Accumulation('fast'), or scale per tensor or per row")
+        if load_hooks:
+            return ("blockwise scales need wgmma's promotion, which load hooks (a_load, b_load, prologue) replace by "
+                    "mma.sync; apply the hooks to the data first")
+        if PROMOTION_K % tile.k:
+            return (f"blockwise scales: the tile's K step ({tile.k}) must divide {PROMOTION_K}, so that each K tile "
+                    f"lies in one block of the scales; use Tile({tile.m}, {tile.n}, {PROMOTION_K})")
+        if PROMOTION_K % tile.n:
+            return (f"blockwise scales: the tile's n ({tile.n}) must divide {PROMOTION_K}, so that a tile lies in one "
+                    f"column block of B's scales; use Tile({tile.m}, {PROMOTION_K}, {tile.k})")
+        return ""
+
+    def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
+        return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled)
 
     def work(self, batch: int) -> int:
         """Blocks' worth of work in a call on ``batch`` items without split-K: a block a tile."""

@@ -40,6 +40,12 @@ BATCH_PARAMETERS = tuple(KernelParameter(name, "long long")
 BIAS_PARAMETERS = (KernelParameter("bias", "const void*"),) + tuple(
     KernelParameter(name, "long long") for name in ("bias_batch_stride", "bias_row_stride", "bias_col_stride"))
 KERNEL_PARAMETERS = PER_CALL_PARAMETERS + BATCH_PARAMETERS
+# With FP8 scales on the device (blasdx.runtime.scales): A's (item 0) and its strides along (batch, row, k
+# block), B's and its strides along (batch, k block, column or column block); 0 where a scale broadcasts.
+SCALE_PARAMETERS = (KernelParameter("scale_a", "const float*"),) + tuple(
+    KernelParameter(name, "long long") for name in ("scale_a_batch_stride", "scale_a_row_stride", "scale_a_k_stride")) + (
+    KernelParameter("scale_b", "const float*"),) + tuple(
+    KernelParameter(name, "long long") for name in ("scale_b_batch_stride", "scale_b_k_stride", "scale_b_col_stride"))
 # The grid kernel's, last: the K loop's splits per tile (1: none) and split-K's workspace.
 GRID_PARAMETERS = (KernelParameter("splits", "long long"), KernelParameter("workspace", "void*"))
 # The TMA grid kernel's, after those: the tensor maps of A and B (blasdx.runtime.tensor_map).
@@ -47,10 +53,10 @@ TMA_PARAMETERS = (KernelParameter("a_map", "const __grid_constant__ blasdx::tens
                   KernelParameter("b_map", "const __grid_constant__ blasdx::tensor_map"))
 
 
-def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False) -> tuple[KernelParameter, ...]:
+def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False, scaled: bool = False) -> tuple[KernelParameter, ...]:
     """The batched (or grid) kernel's parameters, in order."""
-    return (KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ()) + (GRID_PARAMETERS if grid else ())
-            + (TMA_PARAMETERS if tma else ()))
+    return (KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ()) + (SCALE_PARAMETERS if scaled else ())
+            + (GRID_PARAMETERS if grid else ()) + (TMA_PARAMETERS if tma else ()))
 
 
 def keeps_c_in_registers(plan: GemmPlan) -> bool:
@@ -168,8 +174,8 @@ class ItemKernelPlan:
     def cluster(self) -> bool:
         return False
 
-    def kernel_parameters(self, has_bias: bool) -> tuple[KernelParameter, ...]:
-        return kernel_parameters(has_bias)
+    def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
+        return kernel_parameters(has_bias, scaled=scaled)
 
     def work(self, batch: int) -> int:
         return batch

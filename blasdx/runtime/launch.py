@@ -29,6 +29,7 @@ from .tensor_map import TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES, OperandLayout, T
 
 if TYPE_CHECKING:
     from ..codegen.hooks import Fusion
+    from .scales import ScaleView
 
 
 @dataclass
@@ -108,8 +109,12 @@ class BoundLaunch:
     splits_offset: int = 0  # where the splits' and workspace's slots start in the block (a grid kernel's)
     # The TMA grid kernel's tensor maps of A and B, written into their slots per call.
     tensor_maps: tuple[TensorMap, TensorMap] | None = field(default=None, compare=False, hash=False)
+    # Where the pointers of FP8 scales go (SCALE_PARAMETERS' scale_a and scale_b slots, in bytes); 0: none.
+    scale_offsets: tuple[int, int] = (0, 0)
+    scale_spans: tuple[int, int] = (0, 0)  # bytes the scales cover, for the per-call overlap check
 
-    def launch(self, pa: int, pb: int, pc: int, scalars: bytes, stream: int, pbias: int = 0) -> None:
+    def launch(self, pa: int, pb: int, pc: int, scalars: bytes, stream: int, pbias: int = 0,
+               pscales: tuple[int, int] = (0, 0)) -> None:
         """Launch on data pointers, alpha and beta as their slots' bytes (``scalar_bytes``),
         on the raw stream handle ``stream``. Raises CuPy's CUDADriverError where the driver
         refuses (for one, no current context in this thread)."""
@@ -119,6 +124,9 @@ class BoundLaunch:
             _PER_CALL.pack_into(arguments.values, 0, pa, pb, pc, scalars)
             if self.has_bias:
                 _BIAS_POINTER.pack_into(arguments.values, _BIAS_OFFSET, pbias)
+            if self.scale_offsets[0]:
+                _BIAS_POINTER.pack_into(arguments.values, self.scale_offsets[0], pscales[0])
+                _BIAS_POINTER.pack_into(arguments.values, self.scale_offsets[1], pscales[1])
             if self.workspace_bytes:
                 _SPLITS_AND_WORKSPACE.pack_into(arguments.values, self.splits_offset,
                                                 1 if workspace is None else self.splits,
@@ -138,12 +146,15 @@ class BoundLaunch:
         with stream_of(stream):
             return cupy.zeros(self.workspace_bytes, dtype=cupy.uint8)
 
-    def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0) -> bool:
-        """Whether C shares memory with A, B or the bias at these pointers."""
+    def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0, pscales: tuple[int, int] = (0, 0)) -> bool:
+        """Whether C shares memory with A, B, the bias or the scales at these pointers."""
         sa, sb, sc, sbias = self.spans
+        (ps_a, ps_b), (ss_a, ss_b) = pscales, self.scale_spans
         return bool(sc) and bool((sa and pc < pa + sa and pa < pc + sc) or
                                  (sb and pc < pb + sb and pb < pc + sc) or
-                                 (sbias and pc < pbias + sbias and pbias < pc + sc))
+                                 (sbias and pc < pbias + sbias and pbias < pc + sc) or
+                                 (ss_a and pc < ps_a + ss_a and ps_a < pc + sc) or
+                                 (ss_b and pc < ps_b + ss_b and ps_b < pc + sc))
 
     def scalar_bytes(self, alpha: Any, beta: Any, plan: DescriptorPlan) -> bytes:
         """alpha and beta for this launch as the bytes of their two slots; Python numbers
@@ -160,7 +171,7 @@ class BoundLaunch:
 
 
 def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
-         bias: BiasView | None = None) -> BoundLaunch:
+         bias: BiasView | None = None, scales: tuple[ScaleView | None, ScaleView | None] | None = None) -> BoundLaunch:
     """The launch of ``kernel`` on checked operands. The batched kernel gets one block per item
     (up to MAX_GRID): the GPU's block scheduler then starts an item's copies the moment a block
     ends, where a persistent grid (as many blocks as the device runs at once, each looping over
@@ -177,8 +188,13 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     fixed = dict(zip((p.name for p in BATCH_PARAMETERS), (batch, *strides)))  # batch, stride_a, _b, _c
     if bias is not None:  # BIAS_PARAMETERS: the pointer (per call), then its strides
         fixed.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bias.strides))
+    if scales is not None:  # SCALE_PARAMETERS: the pointers (per call), and the strides (one scale for every item)
+        sa, sb = scales
+        fixed.update(scale_a_batch_stride=0, scale_a_row_stride=sa.strides[0] if sa else 0,
+                     scale_a_k_stride=sa.strides[1] if sa else 0, scale_b_batch_stride=0,
+                     scale_b_k_stride=sb.strides[0] if sb else 0, scale_b_col_stride=sb.strides[1] if sb else 0)
     fixed["splits"] = splits  # where the kernel has the parameter; the workspace pointer comes per call
-    parameters = plan.kernel_parameters(bias is not None)
+    parameters = plan.kernel_parameters(bias is not None, scales is not None)
     plain = [p for p in parameters if p not in TMA_PARAMETERS]
     arguments = ArgumentBlock(len(plain), len(parameters) - len(plain))
     for index, parameter in enumerate(plain):
@@ -195,6 +211,10 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits,
                        workspace_bytes=workspace_bytes, tensor_maps=tensor_maps,
                        splits_offset=_SLOT * next((i for i, p in enumerate(plain) if p.name == "splits"), 0),
+                       scale_offsets=(_SLOT * next((i for i, p in enumerate(plain) if p.name == "scale_a"), 0),
+                                      _SLOT * next((i for i, p in enumerate(plain) if p.name == "scale_b"), 0)),
+                       scale_spans=(0, 0) if scales is None else tuple(0 if v is None else v.span_bytes  # type: ignore[arg-type]
+                                                                      for v in scales),
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
                        arguments=arguments,
                        dimensions=(kernel.function.ptr, grid, 1, 1, *kernel.compiled.block_dim,
@@ -277,3 +297,23 @@ class BoundLaunches:
 
     def __len__(self) -> int:
         return len(self._launches)
+
+
+def scales_signature(ndarray: Any, tensor: Any, scale_a: Any, scale_b: Any) -> tuple[tuple, tuple[int, int]] | None:
+    """What FP8 scales on the device look like to the bound launches (the part of a scaled call's key beside
+    ``launch_signature``'s), and their pointers; a number (folded into alpha per call) or None counts as none.
+    None where a scale is neither a CuPy array nor (with ``tensor``) a PyTorch tensor."""
+    keys: list[tuple] = []
+    pointers = [0, 0]
+    for i, x in enumerate((scale_a, scale_b)):
+        if x is None or isinstance(x, (int, float)):
+            keys.append(("none" if x is None else "number",))
+        elif type(x) is ndarray:
+            pointers[i] = x.data.ptr
+            keys.append((x.shape, x.strides, x.dtype, x.data.device_id, pointers[i] & 3))
+        elif tensor is not None and isinstance(x, tensor):
+            pointers[i] = x.data_ptr()
+            keys.append((x.shape, x.stride(), x.dtype, x.get_device(), pointers[i] & 3))
+        else:
+            return None
+    return ("scales", *keys), (pointers[0], pointers[1])

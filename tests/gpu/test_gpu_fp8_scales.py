@@ -1,0 +1,206 @@
+"""Scaled FP8 on a GPU (issue 47): execute(..., scale_a=, scale_b=) with scales per tensor (numbers or one value
+on the device), per row of A and column of B, and DeepSeek's blockwise recipe (A 1 x 128, B 128 x 128) in
+torch.nn.functional.scaled_mm's layouts and contiguous ones, against a float64 reference of the scaled operands,
+beside cuBLAS's blockwise GEMM where torch has it. Marked ``gpu``."""
+
+from __future__ import annotations
+
+import pytest
+
+from blasdx import SM, Accumulation, ArgumentError, Arrangement, Block, Grid, LeadingDimension, Precision, Size, Tile
+
+pytestmark = pytest.mark.gpu
+
+RCR = Arrangement("row_major", "col_major", "row_major")
+ACCURATE = 1.8e-4  # as test_gpu_fp8_accumulation: float32 partial sums every 128 of k
+BOUND = {"float32": ACCURATE, "float16": 2e-3, "bfloat16": 1e-2}
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+def _data(torch, m, n, k, fp8=("float8_e4m3", "float8_e4m3"), seed=0):
+    """FP8 A (m, k) row-major and B (k, n) column-major, and blockwise scales of 2^-8 .. 2^8 varying per block."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dtype = {"float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+    a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(dtype[fp8[0]])
+    b = (torch.randn(n, k, device="cuda", generator=gen) * 0.5).to(dtype[fp8[1]]).t()
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = torch.exp2(torch.randint(-8, 9, (m, kb), device="cuda", generator=gen).float())
+    sb = torch.exp2(torch.randint(-8, 9, (kb, nb), device="cuda", generator=gen).float())
+    return a, b, sa, sb
+
+
+def _reference(torch, a, b, sa=None, sb=None, kind_a="block", kind_b="block"):
+    """float64 (scale_a A) @ (scale_b B) for each recipe."""
+    m, k = a.shape
+    n = b.shape[1]
+    ad, bd = a.double(), b.double()
+    rows, ks, cols = torch.arange(m, device="cuda"), torch.arange(k, device="cuda"), torch.arange(n, device="cuda")
+    if sa is not None:
+        s = sa.double()
+        ad = ad * {"tensor": lambda: s.reshape(()), "row": lambda: s.reshape(m, 1),
+                   "block": lambda: s[rows[:, None], ks[None, :] // 128]}[kind_a]()
+    if sb is not None:
+        s = sb.double()
+        bd = bd * {"tensor": lambda: s.reshape(()), "col": lambda: s.reshape(1, n),
+                   "block": lambda: s[ks[:, None] // 128, cols[None, :] // 128]}[kind_b]()
+    return ad @ bd
+
+
+def _error(torch, c, ref):
+    return float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref))
+
+
+def _grid(m, n, k, prec=("float8_e4m3", "float8_e4m3", "float32"), *more):
+    desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Grid()
+    for op in more:
+        desc = desc + op
+    return desc
+
+
+SHAPES = [(1024, 768, 4096), (712, 520, 1000), (256, 256, 8192)]
+
+
+@pytest.mark.parametrize("size", SHAPES, ids=["tma", "ragged", "split-k"])
+@pytest.mark.parametrize("layout", ["scaled_mm", "contiguous"])
+def test_blockwise_scales_ride_the_promotion(size, layout):
+    torch = _torch()
+    m, n, k = size
+    a, b, sa, sb = _data(torch, m, n, k)
+    if layout == "scaled_mm":  # A's (m, k/128) strides (1, m); B's (k/128, n/128) strides (1, k/128)
+        sa, sb = sa.t().contiguous().t(), sb.t().contiguous().t()
+    ref = _reference(torch, a, b, sa, sb)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    _grid(m, n, k).execute(a, b, c, scale_a=sa, scale_b=sb)
+    err = _error(torch, c, ref)
+    assert err <= ACCURATE, err
+
+
+@pytest.mark.parametrize("fp8", [("float8_e4m3", "float8_e5m2"), ("float8_e5m2", "float8_e4m3")])
+@pytest.mark.parametrize("out", ["float32", "bfloat16", "float16"])
+def test_blockwise_scales_both_formats_every_output_with_bias_and_hook(fp8, out):
+    torch = _torch()
+    m, n, k = 384, 256, 2048
+    a, b, sa, sb = _data(torch, m, n, k, fp8, seed=1)
+    dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[out]
+    sb = sb / 64  # keep float16 outputs in range
+    bias = torch.randn(n, device="cuda").to(dtype)
+    ref = torch.relu(_reference(torch, a, b, sa, sb) + bias.double())
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    _grid(m, n, k, (*fp8, out)).execute(a, b, c, scale_a=sa, scale_b=sb, bias=bias, epilogue="relu")
+    assert _error(torch, c, ref) <= BOUND[out]
+
+
+@pytest.mark.parametrize("kinds", [("tensor", "tensor"), ("row", "col"), ("row", "tensor"), ("block", "col"),
+                                   ("tensor", "block")])
+@pytest.mark.parametrize("fast", [False, True])
+def test_scales_per_tensor_row_and_column_on_every_accumulation(kinds, fast):
+    torch = _torch()
+    kind_a, kind_b = kinds
+    if fast and "block" in kinds:
+        pytest.skip("blockwise scales need the promotion (refused: test_scales_refused_before_launch)")
+    m, n, k = 512, 384, 4096
+    a, b, _, _ = _data(torch, m, n, k, seed=2)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    shapes = {"tensor": (1,), "row": (m, 1), "col": (n,), "block": None}
+    kb, nb = k // 128, -(-n // 128)
+    block_shape = {"a": (m, kb), "b": (kb, nb)}
+    sa = torch.exp2(torch.randint(-8, 9, shapes[kind_a] or block_shape["a"], device="cuda", generator=gen).float())
+    sb = torch.exp2(torch.randint(-8, 9, shapes[kind_b] or block_shape["b"], device="cuda", generator=gen).float())
+    ref = _reference(torch, a, b, sa, sb, kind_a, kind_b)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    desc = _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), *((Accumulation("fast"),) if fast else ()))
+    desc.execute(a, b, c, scale_a=sa, scale_b=sb)
+    assert _error(torch, c, ref) <= (5e-3 if fast else ACCURATE)
+
+
+def test_number_scales_fold_into_alpha_on_every_kind():
+    torch = _torch()
+    m, n, k = 128, 128, 256
+    a, b, _, _ = _data(torch, m, n, k, seed=4)
+    ref = 0.5 * 4.0 * 2.0 * (a.double() @ b.double())
+    for desc in (_grid(m, n, k), Size(m, n, k) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Block()):
+        c = torch.full((m, n), float("nan"), device="cuda")
+        desc.execute(a, b, c, alpha=0.5, scale_a=4.0, scale_b=2)
+        assert _error(torch, c, ref) <= ACCURATE
+
+
+def test_blockwise_scales_without_tma():
+    """Arrays one byte off alignment: the cp.async K loop promotes and scales the same way."""
+    torch = _torch()
+    m, n, k = 256, 384, 2048
+    a_store, b_store, sa, sb = _data(torch, m, n, k + 1, seed=5)
+    a, b = a_store[:, 1:], b_store[1:, :]
+    sa, sb = sa[:, : k // 128].contiguous(), sb[: k // 128].contiguous()
+    ref = _reference(torch, a, b, sa, sb)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), LeadingDimension(k + 1, k + 1, n)).execute(
+        a, b, c, scale_a=sa, scale_b=sb)
+    assert _error(torch, c, ref) <= ACCURATE
+
+
+def test_scales_refused_before_launch():
+    torch = _torch()
+    m, n, k = 256, 256, 512
+    a, b, sa, sb = _data(torch, m, n, k, seed=6)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    grid = _grid(m, n, k)
+    cases = [
+        (dict(scale_a=sa.double(), scale_b=sb), "FP8 scales are float32"),
+        (dict(scale_a=sa[:, :2], scale_b=sb), r"shape \(256, 2\), which is no FP8 scaling recipe"),
+        (dict(scale_a=sa, scale_b=sb.t()), r"scale_b has shape \(2, 4\)|strides"),
+        (dict(scale_a=sa.cpu(), scale_b=sb), "tensor on cpu"),
+        (dict(scale_a=sa, scale_b=float("inf")), "not finite"),
+        (dict(scale_a=sa.repeat(1, 2)[:, ::2], scale_b=sb), r"strides \(8, 2\)"),
+    ]
+    for kwargs, message in cases:
+        c.fill_(float("nan"))
+        with pytest.raises(ArgumentError, match=message):
+            grid.execute(a, b, c, **kwargs)
+        assert bool(torch.isnan(c).all())  # nothing launched
+    with pytest.raises(ArgumentError, match=r"remove Accumulation\('fast'\)"):
+        (grid + Accumulation("fast")).execute(a, b, c, scale_a=sa, scale_b=sb)
+    with pytest.raises(ArgumentError, match=r"Tile\(128, 128, 128\)"):
+        (grid + Tile(128, 256, 128)).execute(a, b, c, scale_a=sa, scale_b=sb)
+    with pytest.raises(ArgumentError, match="load hooks"):
+        grid.execute(a, b, c, scale_a=sa, scale_b=sb, a_load="negate")
+    block = Size(64, 64, 128) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Block()
+    a64, b64, sa64, sb64 = _data(torch, 64, 64, 128, seed=7)
+    c64 = torch.full((64, 64), float("nan"), device="cuda")
+    with pytest.raises(ArgumentError, match=r"taken by Grid\(\) descriptors"):
+        block.execute(a64, b64, c64, scale_a=sa64, scale_b=sb64)
+    assert bool(torch.isnan(c64).all())
+    f16 = Size(m, n, k) + Precision("float16", "float16", "float32") + RCR + SM(900) + Grid()
+    with pytest.raises(ArgumentError, match="scale FP8 operands"):
+        f16.execute(a.half(), b.half(), c, scale_a=sa, scale_b=sb)
+
+
+def test_a_bound_scaled_launch_reads_each_calls_scales_and_numbers():
+    """The second call of a signature takes the bound launch (blasdx.runtime.launch.scales_signature): new scale
+    arrays and new numbers each call, each result right; C overlapping a scale is refused there too."""
+    torch = _torch()
+    from blasdx.pipeline import BOUND_LAUNCHES
+
+    m, n, k = 256, 384, 1024
+    a, b, sa, sb = _data(torch, m, n, k, seed=8)
+    grid = _grid(m, n, k)
+    for step in range(3):
+        sa_now, sb_now = sa * 2.0**step, sb[:, :1].reshape(-1, 1).repeat(1, sb.shape[1]).contiguous() * 0.5**step
+        c = torch.full((m, n), float("nan"), device="cuda")
+        before = len(BOUND_LAUNCHES.values())
+        grid.execute(a, b, c, alpha=1.5, scale_a=sa_now, scale_b=sb_now)
+        if step:
+            assert len(BOUND_LAUNCHES.values()) == before  # no new binding: the bound launch ran
+        assert _error(torch, c, 1.5 * _reference(torch, a, b, sa_now, sb_now)) <= ACCURATE
+        c.fill_(float("nan"))
+        grid.execute(a, b, c, scale_a=sa_now, scale_b=3.0)
+        assert _error(torch, c, 3.0 * _reference(torch, a, b, sa_now, None)) <= ACCURATE
+    both = torch.empty(m * n + m * (k // 128), device="cuda")
+    c, inside = both[: m * n].view(m, n), both[m * n - 4:].view(-1)[: m * (k // 128)].view(m, k // 128)
+    with pytest.raises(ArgumentError, match="overlaps C"):
+        grid.execute(a, b, c, scale_a=inside, scale_b=sb)

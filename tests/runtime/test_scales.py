@@ -1,0 +1,102 @@
+"""Scaled FP8 without a GPU (issue 47): the recipes a scale's shape and strides say, the layouts refused with the
+one expected, what each kind of plan says of scales on the device, the kernel's parameters, and the scaled grid
+kernels compiling without spills or serialized wgmma."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from blasdx import SM, Accumulation, ArgumentError, Arrangement, Block, Grid, Precision, Size, Tile, Warp
+from blasdx.codegen.hooks import NO_FUSION
+from blasdx.codegen.naming import kernel_name
+from blasdx.compiler.nvrtc import nvrtc_compile, options_for
+from blasdx.kinds import launched_plan
+from blasdx.pipeline import kernel_source
+from blasdx.plan import grid_with_alignment
+from blasdx.plan.kernel import SCALE_PARAMETERS
+from blasdx.runtime.scales import scale_kind
+
+RCR = Arrangement("row_major", "col_major", "row_major")
+FP8 = Precision("float8_e4m3", "float8_e4m3", "float32")
+M, N, K = 1000, 520, 1000  # 8 blocks of 128 along k (the last one partial), 5 along n
+
+
+@pytest.mark.parametrize("name, shape, strides, kind, read_by", [
+    ("scale_a", (), (), "tensor", (0, 0)),
+    ("scale_a", (1,), (1,), "tensor", (0, 0)),
+    ("scale_b", (1, 1), (1, 1), "tensor", (0, 0)),
+    ("scale_a", (M,), (1,), "row", (1, 0)),
+    ("scale_a", (M, 1), (1, 1), "row", (1, 0)),
+    ("scale_b", (N,), (1,), "col", (0, 1)),
+    ("scale_b", (1, N), (N, 1), "col", (0, 1)),
+    ("scale_a", (M, 8), (1, M), "block", (1, M)),  # torch.nn.functional.scaled_mm's layout
+    ("scale_a", (M, 8), (8, 1), "block", (8, 1)),  # contiguous
+    ("scale_b", (8, 5), (1, 8), "block", (1, 8)),
+    ("scale_b", (8, 5), (5, 1), "block", (5, 1)),
+])
+def test_a_scales_shape_says_its_recipe(name, shape, strides, kind, read_by):
+    assert scale_kind(name, shape, strides, M, N, K) == (kind, read_by)
+
+
+@pytest.mark.parametrize("name, shape, strides, message", [
+    ("scale_a", (M, 7), (7, 1), r"shape \(1000, 7\), which is no FP8 scaling recipe .* \(1000, 8\), strides \(1, 1000\)"),
+    ("scale_b", (5, 8), (8, 1), r"shape \(5, 8\), which is no FP8 scaling recipe .* \(8, 5\), strides \(1, 8\)"),
+    ("scale_a", (M, 8), (16, 2), r"strides \(16, 2\) .* column-major \(strides \(1, 1000\), as torch"),
+    ("scale_b", (8, 5), (1, 16), r"strides \(1, 16\) .* contiguous \(\(5, 1\)\)"),
+    ("scale_a", (N,), (1,), "no FP8 scaling recipe"),  # a column's scale given for A
+    ("scale_a", (0,), (1,), "empty"),
+    ("scale_a", (M,), (-1,), "negative strides"),
+])
+def test_other_scales_are_refused_with_the_layout_expected(name, shape, strides, message):
+    with pytest.raises(ArgumentError, match=message):
+        scale_kind(name, shape, strides, M, N, K)
+
+
+def test_only_the_grid_kernel_takes_scales_on_the_device_and_blockwise_ones_where_it_promotes():
+    grid = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
+    assert grid.plan.scales_refusal(True, False) == "" and grid.plan.scales_refusal(False, True) == ""
+    assert "remove Accumulation('fast')" in (grid + Accumulation("fast")).plan.scales_refusal(True, False)
+    assert (grid + Accumulation("fast")).plan.scales_refusal(False, False) == ""  # per tensor and row: any path
+    assert "load hooks" in grid.plan.scales_refusal(True, True)
+    assert "use Tile(128, 128, 128)" in (grid + Tile(128, 256, 128)).plan.scales_refusal(True, False)
+    assert (grid + Tile(128, 128, 64)).plan.scales_refusal(True, False) == ""  # 64 divides 128: a K tile, one block
+    assert "use Tile(128, 64, 128)" in (grid + Tile(128, 64, 256)).plan.scales_refusal(True, False)
+    sm890 = Size(4096, 4096, 4096) + FP8 + RCR + SM(890) + Grid()
+    assert "blockwise scales are SM 900's" in sm890.plan.scales_refusal(True, False)
+    for other in (Size(64, 64, 128) + FP8 + RCR + SM(900) + Block(), Size(64, 64, 64) + FP8 + RCR + SM(900) + Warp()):
+        assert "taken by Grid() descriptors" in other.plan.scales_refusal(False, False)
+
+
+def test_scaled_kernels_take_the_scales_after_the_bias():
+    plan = grid_with_alignment((Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()).plan, (16, 16, 16))
+    names = [p.name for p in plan.kernel_parameters(True, True)]
+    assert names[names.index("bias_col_stride") + 1:names.index("splits")] == [p.name for p in SCALE_PARAMETERS]
+    assert plan.kernel_parameters(False) == tuple(p for p in plan.kernel_parameters(False, True) if p not in SCALE_PARAMETERS)
+    assert NO_FUSION.with_scales("", "").digest == NO_FUSION.digest  # kernels without scales keep their names
+    assert NO_FUSION.with_scales("block", "block").digest != NO_FUSION.digest
+
+
+@pytest.mark.parametrize("scales, alignment, extra", [
+    (("block", "block"), 16, ()),  # TMA, K tiles in pairs, scaled at each promotion
+    (("block", "col"), 16, ()),  # A's along k at each promotion, B's per column once
+    (("row", "col"), 16, ()),
+    (("tensor", "tensor"), 16, (Accumulation("fast"),)),  # the products scaled once: any accumulation
+    (("block", "block"), 1, ()),  # cp.async
+    (("block", "block"), 16, (Tile(256, 128, 128),)),  # two tiles a warpgroup, each promoted with its scales
+], ids=["block-block", "block-col", "row-col", "tensor-fast", "cp-async", "two-passes"])
+def test_scaled_grid_kernels_spill_nothing_and_keep_wgmma_in_flight(scales, alignment, extra):
+    desc = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
+    for op in extra:
+        desc = desc + op
+    plan = grid_with_alignment(desc.plan, (alignment,) * 3)
+    fusion = NO_FUSION.with_scales(*scales)
+    source = kernel_source(plan, fusion)
+    assert ("k_tile_scales scales" in source) == ("block" in scales)
+    assert ("scale_products(acc" in source) == any(s in ("tensor", "row", "col") for s in scales)
+    name = kernel_name(launched_plan(plan), fusion)
+    _, log = nvrtc_compile(source, options_for(900, ("-Xptxas", "-v")), name)
+    assert f"Compiling entry function '{name}'" in log
+    assert "C75" not in log, log
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log
