@@ -34,6 +34,7 @@ from .describe.descriptor import Descriptor
 from .describe.operators import OPERATOR_KINDS, SM, Arrangement, LeadingDimension, Precision, Size
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
+from .runtime.scales import number_scale
 
 __all__ = ["gemm", "DIFFERENTIABLE_EPILOGUES", "check_differentiable", "descriptor_key", "descriptor_from_key"]
 
@@ -99,23 +100,26 @@ def _new_c(desc: Descriptor, a: torch.Tensor, c: torch.Tensor | None) -> torch.T
 
 @torch.library.custom_op("blasdx::gemm", mutates_args=())
 def _gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float,
-          beta: float, bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
+          beta: float, bias: torch.Tensor | None, epilogue: str, scale_a: torch.Tensor | None = None,
+          scale_b: torch.Tensor | None = None) -> torch.Tensor:
     desc = descriptor_from_key(descriptor)
     out = _new_c(desc, a, c)
     if c is not None and beta != 0:
         out.copy_(c)
-    desc.execute(a, b, out, alpha, beta if c is not None else 0.0, bias=bias, epilogue=epilogue or None)
+    desc.execute(a, b, out, alpha, beta if c is not None else 0.0, bias=bias, epilogue=epilogue or None,
+                 scale_a=scale_a, scale_b=scale_b)
     return out
 
 
 @torch.library.register_fake("blasdx::gemm")
 def _gemm_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None, alpha: float,
-               beta: float, bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
+               beta: float, bias: torch.Tensor | None, epilogue: str, scale_a: torch.Tensor | None = None,
+               scale_b: torch.Tensor | None = None) -> torch.Tensor:
     return _new_c(descriptor_from_key(descriptor), a, c)
 
 
 def _setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-    descriptor, a, b, c, alpha, beta, bias, epilogue = inputs
+    descriptor, a, b, c, alpha, beta, bias, epilogue, _, _ = inputs  # scaled FP8 has no gradient
     check_differentiable(descriptor_from_key(descriptor), epilogue)  # gemm() checked it already but in torch.compile
     ctx.descriptor, ctx.alpha, ctx.beta, ctx.epilogue = descriptor, alpha, beta, epilogue
     ctx.c_meta = None if c is None else (c.shape, c.dtype)
@@ -204,7 +208,7 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple:
     if need_bias:
         shape, dtype = ctx.bias_meta
         dbias = dz.sum_to_size(shape).to(dtype)
-    return None, da, db, dc, None, None, dbias, None
+    return None, da, db, dc, None, None, dbias, None, None, None
 
 
 torch.library.register_autograd("blasdx::gemm", _backward, setup_context=_setup_context)
@@ -230,11 +234,14 @@ def check_differentiable(desc: Descriptor, epilogue: str) -> None:
 
 
 def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | None = None, alpha: float = 1.0,
-         beta: float = 0.0, bias: torch.Tensor | None = None, epilogue: str | None = None) -> torch.Tensor:
+         beta: float = 0.0, bias: torch.Tensor | None = None, epilogue: str | None = None,
+         scale_a: torch.Tensor | float | None = None, scale_b: torch.Tensor | float | None = None) -> torch.Tensor:
     """``epilogue(alpha * a @ b + beta * c + bias)`` as a new tensor in ``desc``'s C
     arrangement: (m, n), or (batch, m, n) for 3-D operands. Differentiable in a, b, c and
     bias (see the module's docstring); ``epilogue`` is a built-in name or a C++ expression
-    of x. The operands' shapes, dtypes and strides are checked as execute() checks them."""
+    of x. The operands' shapes, dtypes and strides are checked as execute() checks them.
+    ``scale_a`` and ``scale_b`` scale FP8 A and B as execute() takes them (numbers fold into
+    alpha; float32 tensors per tensor, row, column or block; no gradient)."""
     if not isinstance(desc, Descriptor):
         raise ArgumentError(f"gemm's first argument is a blasdx descriptor, got {type(desc).__name__}")
     if epilogue is not None and not isinstance(epilogue, str):
@@ -242,10 +249,19 @@ def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
                             f"expression of x), got {type(epilogue).__name__}")
     if c is None and beta != 0:
         raise ArgumentError(f"beta={beta} scales C, but no c was given; pass c or leave beta at 0")
+    scales: list[torch.Tensor | None] = []
+    for name, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if isinstance(scale, (int, float)):
+            alpha = alpha * number_scale(scale, name)
+            scales.append(None)
+        elif scale is None or isinstance(scale, torch.Tensor):
+            scales.append(scale)
+        else:
+            raise ArgumentError(f"{name} is a float32 tensor or a number, got {type(scale).__name__}")
     if torch.compiler.is_compiling():  # torch.compile reads the repr as a constant; the op's autograd checks
         key = repr(desc)
     else:
         key = descriptor_key(desc)
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, c, bias)):
             check_differentiable(desc, epilogue or "")  # before any work
-    return torch.ops.blasdx.gemm(key, a, b, c, float(alpha), float(beta), bias, epilogue or "")
+    return torch.ops.blasdx.gemm(key, a, b, c, float(alpha), float(beta), bias, epilogue or "", scales[0], scales[1])

@@ -144,6 +144,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "c_in_registers": plan.c_in_registers,
         "c_staged_16_bytes": plan.c_staged_16_bytes,
         "c_vector": plan.c_vector,
+        "promote_k": plan.promote_k,  # partial sums into float32 every promote_k of k (wgmma's FP8), else 0
         "workers_text": f"{plan.warps} warps" if instr.is_mma else f"{plan.threads} threads",
         # The family's partials: its tiles (gemm.cuh.j2 includes it) and its pieces of the device API.
         "family_template": family.template,
@@ -154,8 +155,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         ctx.update(wgmma_ptx=instr.spelled(plan.a.precision, plan.b.precision, n=plan.tile_n),
                    warpgroups=plan.threads // 128, wgmma_transposes=instr.reads_transposed,
                    # wgmma reads K-major A and B as they are, MN-major ones transposed.
-                   a_transposed=int(plan.a.layout == "col_major"), b_transposed=int(plan.b.layout == "row_major"),
-                   promote_k=plan.promote_k)
+                   a_transposed=int(plan.a.layout == "col_major"), b_transposed=int(plan.b.layout == "row_major"))
         # Everything below describes the warp-level mma.sync that computes the same
         # fragments where wgmma cannot run: each warp's 16-row share of the 64-row tile.
         instr = instr.fallback

@@ -109,6 +109,18 @@ struct identity {
 struct no_action {
   __device__ __forceinline__ void operator()() const {}
 };
+// The scale of no partial sums: promoted as they are (wgmma_promoted's default).
+struct unit_scale {
+  __device__ __forceinline__ float operator()(int /* row */, int /* k0 */) const { return 1.0f; }
+  // Its factors, for a K loop that reads them ahead and multiplies them as it promotes: A's of a row, B's.
+  __device__ __forceinline__ float a_of(int /* row */) const { return 1.0f; }
+  float b = 1.0f;
+};
+// ... and of every K tile of a K loop (the grid kernel's mainloop_range and consume_range take one
+// scale a K tile: scales(kt)).
+struct unit_scales {
+  __device__ __forceinline__ unit_scale operator()(int /* kt */) const { return {}; }
+};
 
 // A load hook on one stored element: computed in compute<S>, stored back as S.
 template <class S, class Op>

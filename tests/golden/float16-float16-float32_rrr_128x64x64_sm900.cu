@@ -869,9 +869,10 @@ __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, acc
 // the mma.sync fallback, whose registers cost the grid kernel of 256x128 float16 tiles 52-240
 // bytes of spills and an injected warpgroup.wait. Load hooks, or a build for sm_90 without the
 // "a", still take multiply_async.
-template <class ALoad, class BLoad>
+// `scale` scales the promoted partial sums (issue_wgmma), where wgmma promotes them.
+template <class ALoad, class BLoad, class Scale = blasdx::unit_scale>
 __device__ __forceinline__ void multiply_async_aligned(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
-                                                       const BLoad& b_load) {
+                                                       const BLoad& b_load, const Scale& scale = {}) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool by_wgmma = blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value;
 #else
@@ -879,7 +880,10 @@ __device__ __forceinline__ void multiply_async_aligned(const a_t* sa, const b_t*
 #endif
   static_assert(a_offset % 1024 == 0 && b_offset % 1024 == 0 && shared_memory_size % 1024 == 0,
                 "a stage's A and B start on 1024-byte boundaries");
+  static_assert(by_wgmma || blasdx::is_same<Scale, blasdx::unit_scale>::value,
+                "blasdx: scaled partial sums need wgmma's promotion (sm_90a, no load hooks)");
   if constexpr (by_wgmma) {
+    static_assert(blasdx::is_same<Scale, blasdx::unit_scale>::value, "blasdx: scaled partial sums need Accumulation('accurate')");
     if (acc.rank < workers) issue_wgmma(acc, sa, sb);
   } else {
     multiply_async(sa, sb, acc, a_load, b_load);
@@ -911,6 +915,29 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
     return;
   }
   multiply_each_tile(sa, sb, acc, a_load, b_load);
+}
+
+// acc += the products op(A) * op(B) of each 128 of k times scale(r, k0) for their row r of C (k0: where those
+// 128 start in this GEMM's k): blockwise-scaled FP8 in a user's K loop, scale(r, k0) returning A's scale of
+// row r times B's of the K block (a float). The products are a temporary accumulator's, added
+// once: this GEMM's k is at most 128, one K block. Synchronous, as multiply().
+template <class Scale>
+__device__ __forceinline__ void multiply_scaled(const a_t* sa, const b_t* sb, accumulator& acc, const Scale& scale) {
+  // (Conditions on Scale too, so that they are checked only where multiply_scaled is called.)
+  static_assert(blasdx::is_same<acc_value_t, float>::value && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales float accumulators");
+  static_assert((k <= 128 || false) && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales the products of each 128 of k: give this GEMM a k of at most 128 (a K "
+                "block a call), or FP8 wgmma's promotion (SM 900)");
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
+  if (k > 128) __trap();  // promoted wgmma whose wgmma did not run (A or B not 1024-byte aligned): no scale a K block
+  accumulator products = acc;
+#pragma unroll
+  for (int p = 0; p < passes; ++p) zero_tile(products.tile[p]);
+  multiply(sa, sb, products);
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i)
+    if (acc.in_bounds(i)) acc[i] = fmaf(products[i], scale(acc.row(i), 0), acc[i]);
 }
 
 // Whether multiply_chained takes A from the registers of `Source`, another GEMM's accumulator:

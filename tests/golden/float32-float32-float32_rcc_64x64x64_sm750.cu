@@ -401,6 +401,29 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
   multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
+// acc += the products op(A) * op(B) of each 128 of k times scale(r, k0) for their row r of C (k0: where those
+// 128 start in this GEMM's k): blockwise-scaled FP8 in a user's K loop, scale(r, k0) returning A's scale of
+// row r times B's of the K block (a float). The products are a temporary accumulator's, added
+// once: this GEMM's k is at most 128, one K block. Synchronous, as multiply().
+template <class Scale>
+__device__ __forceinline__ void multiply_scaled(const a_t* sa, const b_t* sb, accumulator& acc, const Scale& scale) {
+  // (Conditions on Scale too, so that they are checked only where multiply_scaled is called.)
+  static_assert(blasdx::is_same<acc_value_t, float>::value && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales float accumulators");
+  static_assert((k <= 128 || false) && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales the products of each 128 of k: give this GEMM a k of at most 128 (a K "
+                "block a call), or FP8 wgmma's promotion (SM 900)");
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
+  if (k > 128) __trap();  // promoted wgmma whose wgmma did not run (A or B not 1024-byte aligned): no scale a K block
+  accumulator products = acc;
+#pragma unroll
+  for (int p = 0; p < passes; ++p) zero_tile(products.tile[p]);
+  multiply(sa, sb, products);
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i)
+    if (acc.in_bounds(i)) acc[i] = fmaf(products[i], scale(acc.row(i), 0), acc[i]);
+}
+
 // Whether multiply_chained takes A from the registers of `Source`, another GEMM's accumulator:
 // where both GEMMs run on warpgroup tiles (SM 900), this one with 16-bit float A and that one with
 // float accumulators, each warpgroup holds whole rows of that C, the same rows as of this A, and

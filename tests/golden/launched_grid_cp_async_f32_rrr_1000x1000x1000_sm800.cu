@@ -423,6 +423,29 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
   multiply_each_tile(sa, sb, acc, a_load, b_load);
 }
 
+// acc += the products op(A) * op(B) of each 128 of k times scale(r, k0) for their row r of C (k0: where those
+// 128 start in this GEMM's k): blockwise-scaled FP8 in a user's K loop, scale(r, k0) returning A's scale of
+// row r times B's of the K block (a float). The products are a temporary accumulator's, added
+// once: this GEMM's k is at most 128, one K block. Synchronous, as multiply().
+template <class Scale>
+__device__ __forceinline__ void multiply_scaled(const a_t* sa, const b_t* sb, accumulator& acc, const Scale& scale) {
+  // (Conditions on Scale too, so that they are checked only where multiply_scaled is called.)
+  static_assert(blasdx::is_same<acc_value_t, float>::value && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales float accumulators");
+  static_assert((k <= 128 || false) && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales the products of each 128 of k: give this GEMM a k of at most 128 (a K "
+                "block a call), or FP8 wgmma's promotion (SM 900)");
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
+  if (k > 128) __trap();  // promoted wgmma whose wgmma did not run (A or B not 1024-byte aligned): no scale a K block
+  accumulator products = acc;
+#pragma unroll
+  for (int p = 0; p < passes; ++p) zero_tile(products.tile[p]);
+  multiply(sa, sb, products);
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i)
+    if (acc.in_bounds(i)) acc[i] = fmaf(products[i], scale(acc.row(i), 0), acc[i]);
+}
+
 // Whether multiply_chained takes A from the registers of `Source`, another GEMM's accumulator:
 // where both GEMMs run on warpgroup tiles (SM 900), this one with 16-bit float A and that one with
 // float accumulators, each warpgroup holds whole rows of that C, the same rows as of this A, and
@@ -570,10 +593,12 @@ __device__ __forceinline__ void block_tile_origin(int t, int& row0, int& col0) {
 // the K loop of one tile (or of a part of its K tiles, for split-K), with A and B the whole matrices (of one
 // batch item) and smem stages * stage_size bytes. Edges are read as zeros. All threads of the block call
 // it; it returns with shared memory free again.
-template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
+// `scales` (wgmma with its partial sums promoted, no load hooks): scales(kt)(r, k0) scales the partial sums of
+// row r (of the tile) of K tile kt (blockwise-scaled FP8).
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class Scales = blasdx::unit_scales>
 __device__ __forceinline__ void mainloop_range(const a_t* a, const b_t* b, int row0, int col0, int kt_begin, int kt_end,
                                                unsigned char* smem, accumulator& acc, const ALoad& a_load = {},
-                                               const BLoad& b_load = {}) {
+                                               const BLoad& b_load = {}, const Scales& scales = {}) {
   const int rows = rows_inside(row0), cols = cols_inside(col0);
   const a_t* a_tile = a + a_global(row0, 0);
   const b_t* b_tile = b + b_global(0, col0);
@@ -611,7 +636,8 @@ __device__ __forceinline__ void mainloop_range(const a_t* a, const b_t* b, int r
     // The copies of K tile kt + stages - 1 go after the multiply:
     // issued before it, they held every warp at the start of each K tile, all at once, while the
     // math pipe waited.
-    multiply(sa, sb, acc, a_load, b_load);
+    if constexpr (blasdx::is_same<Scales, blasdx::unit_scales>::value) multiply(sa, sb, acc, a_load, b_load);
+    else multiply_scaled(sa, sb, acc, scales(kt));  // no load hooks here (GridPlan.scales_refusal)
     if (kt + stages - 1 < kt_end) start_copies(kt + stages - 1);
     blasdx::copy_commit();
   }
@@ -656,7 +682,7 @@ __device__ __forceinline__ void store_block_tile(const accumulator& acc, c_t* c,
 // the (batch item, tile, split) triples, item i being A + i*stride_a, ...; each tile's K loop is
 // blasdx_block_gemm::mainloop_range, its epilogue blasdx_block_gemm::store_block_tile with the hooks.
 // splits is 1: this problem has tiles enough for the GPU (blasdx.plan.GridPlan.split_k).
-// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, GRID_PARAMETERS), in that order.
+// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, SCALE_PARAMETERS, GRID_PARAMETERS), in that order.
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 32,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
 extern "C" __global__ void __launch_bounds__(256, 1) blasdx_grid_sm800_f32f32f32_1000x1000x1000_rrr_tile64x128x32_s4_t256_021800cd(

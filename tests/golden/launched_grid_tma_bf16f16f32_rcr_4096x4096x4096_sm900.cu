@@ -936,9 +936,10 @@ __device__ __forceinline__ void multiply_async(const a_t* sa, const b_t* sb, acc
 // the mma.sync fallback, whose registers cost the grid kernel of 256x128 float16 tiles 52-240
 // bytes of spills and an injected warpgroup.wait. Load hooks, or a build for sm_90 without the
 // "a", still take multiply_async.
-template <class ALoad, class BLoad>
+// `scale` scales the promoted partial sums (issue_wgmma), where wgmma promotes them.
+template <class ALoad, class BLoad, class Scale = blasdx::unit_scale>
 __device__ __forceinline__ void multiply_async_aligned(const a_t* sa, const b_t* sb, accumulator& acc, const ALoad& a_load,
-                                                       const BLoad& b_load) {
+                                                       const BLoad& b_load, const Scale& scale = {}) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool by_wgmma = blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value;
 #else
@@ -946,7 +947,10 @@ __device__ __forceinline__ void multiply_async_aligned(const a_t* sa, const b_t*
 #endif
   static_assert(a_offset % 1024 == 0 && b_offset % 1024 == 0 && shared_memory_size % 1024 == 0,
                 "a stage's A and B start on 1024-byte boundaries");
+  static_assert(by_wgmma || blasdx::is_same<Scale, blasdx::unit_scale>::value,
+                "blasdx: scaled partial sums need wgmma's promotion (sm_90a, no load hooks)");
   if constexpr (by_wgmma) {
+    static_assert(blasdx::is_same<Scale, blasdx::unit_scale>::value, "blasdx: scaled partial sums need Accumulation('accurate')");
     if (acc.rank < workers) issue_wgmma(acc, sa, sb);
   } else {
     multiply_async(sa, sb, acc, a_load, b_load);
@@ -978,6 +982,29 @@ __device__ __forceinline__ void multiply(const a_t* sa, const b_t* sb, accumulat
     return;
   }
   multiply_each_tile(sa, sb, acc, a_load, b_load);
+}
+
+// acc += the products op(A) * op(B) of each 128 of k times scale(r, k0) for their row r of C (k0: where those
+// 128 start in this GEMM's k): blockwise-scaled FP8 in a user's K loop, scale(r, k0) returning A's scale of
+// row r times B's of the K block (a float). The products are a temporary accumulator's, added
+// once: this GEMM's k is at most 128, one K block. Synchronous, as multiply().
+template <class Scale>
+__device__ __forceinline__ void multiply_scaled(const a_t* sa, const b_t* sb, accumulator& acc, const Scale& scale) {
+  // (Conditions on Scale too, so that they are checked only where multiply_scaled is called.)
+  static_assert(blasdx::is_same<acc_value_t, float>::value && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales float accumulators");
+  static_assert((k <= 128 || false) && sizeof(Scale) > 0,
+                "blasdx: multiply_scaled scales the products of each 128 of k: give this GEMM a k of at most 128 (a K "
+                "block a call), or FP8 wgmma's promotion (SM 900)");
+  if (multiply_skips_idle_threads && acc.rank >= workers) return;
+  if (k > 128) __trap();  // promoted wgmma whose wgmma did not run (A or B not 1024-byte aligned): no scale a K block
+  accumulator products = acc;
+#pragma unroll
+  for (int p = 0; p < passes; ++p) zero_tile(products.tile[p]);
+  multiply(sa, sb, products);
+#pragma unroll
+  for (int i = 0; i < accumulator::size; ++i)
+    if (acc.in_bounds(i)) acc[i] = fmaf(products[i], scale(acc.row(i), 0), acc[i]);
 }
 
 // Whether multiply_chained takes A from the registers of `Source`, another GEMM's accumulator:
@@ -1151,10 +1178,12 @@ __device__ __forceinline__ void block_tile_origin(int t, int& row0, int& col0) {
 // the K loop of one tile (or of a part of its K tiles, for split-K), with A and B the whole matrices (of one
 // batch item) and smem stages * stage_size bytes. Edges are read as zeros. All threads of the block call
 // it; it returns with shared memory free again.
-template <class ALoad = blasdx::identity, class BLoad = blasdx::identity>
+// `scales` (wgmma with its partial sums promoted, no load hooks): scales(kt)(r, k0) scales the partial sums of
+// row r (of the tile) of K tile kt (blockwise-scaled FP8).
+template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class Scales = blasdx::unit_scales>
 __device__ __forceinline__ void mainloop_range(const a_t* a, const b_t* b, int row0, int col0, int kt_begin, int kt_end,
                                                unsigned char* smem, accumulator& acc, const ALoad& a_load = {},
-                                               const BLoad& b_load = {}) {
+                                               const BLoad& b_load = {}, const Scales& scales = {}) {
   const int rows = rows_inside(row0), cols = cols_inside(col0);
   const a_t* a_tile = a + a_global(row0, 0);
   const b_t* b_tile = b + b_global(0, col0);
@@ -1187,7 +1216,7 @@ __device__ __forceinline__ void mainloop_range(const a_t* a, const b_t* b, int r
     blasdx::copy_wait_prior<stages - 3, true>();
     const unsigned char* stage = smem + (kt - kt_begin) % stages * stage_size;
     multiply_async_aligned(reinterpret_cast<const a_t*>(stage + a_offset), reinterpret_cast<const b_t*>(stage + b_offset),
-                           acc, a_load, b_load);
+                           acc, a_load, b_load, scales(kt));
     if (kt + stages - 2 < kt_end) start_copies(kt + stages - 2);
     blasdx::copy_commit();
     multiply_wait<1>(acc);
@@ -1517,10 +1546,13 @@ __device__ __forceinline__ void free_stage(unsigned long long* freed) {
 // The tile's warpgroups: acc += the products of K tiles kt_begin .. kt_end, each as its stage
 // lands; a warp frees a stage once the multiply that read it is done. smem: the kernel's stages, on
 // 1024-byte boundaries (extern __shared__ __align__(1024); TMA's swizzled copies need them there too).
-template <class ALoad, class BLoad>
+// `scales` (partial sums promoted, no load hooks): scales(kt)(r, k0) scales the partial sums of row r (of the
+// tile) of K tile kt (blockwise-scaled FP8).
+template <class ALoad, class BLoad, class Scales = blasdx::unit_scales>
 __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned& step, unsigned long long* landed,
                                               unsigned long long* freed, const unsigned char* smem,
-                                              accumulator& acc, const ALoad& a_load, const BLoad& b_load) {
+                                              accumulator& acc, const ALoad& a_load, const BLoad& b_load,
+                                              const Scales& scales = {}) {
   const bool elected = blasdx::thread_rank() % 32 == 0;
 #pragma unroll 1
   for (int kt = kt_begin; kt < kt_end; ++kt, ++step) {
@@ -1528,7 +1560,7 @@ __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned
     blasdx::mbarrier_wait(landed + s, step / stages & 1);
     const unsigned char* stage = smem + s * stage_size;
     multiply_async_aligned(reinterpret_cast<const a_t*>(stage + a_offset), reinterpret_cast<const b_t*>(stage + b_offset),
-                           acc, a_load, b_load);
+                           acc, a_load, b_load, scales(kt));
     multiply_wait<1>(acc);  // the multiply of K tile kt - 1 is done: free its stage
     __syncwarp();
     if (kt > kt_begin && elected) free_stage(freed + (step - 1) % stages);
@@ -1545,7 +1577,7 @@ __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned
 // splits is 1: this problem has tiles enough for the GPU (blasdx.plan.GridPlan.split_k).
 // A and B come by TMA (blasdx_block_gemm::produce_range, from the tensor maps a_map and b_map): the last
 // warpgroup of the block (threads 512 ..) is the producer, the tile's 512 threads consume.
-// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, GRID_PARAMETERS, TMA_PARAMETERS), in that order.
+// Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, SCALE_PARAMETERS, GRID_PARAMETERS, TMA_PARAMETERS), in that order.
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 64,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_525ebada(

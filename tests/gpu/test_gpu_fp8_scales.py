@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import pytest
 
-from blasdx import SM, Accumulation, ArgumentError, Arrangement, Block, Grid, LeadingDimension, Precision, Size, Tile
+from blasdx import (
+    SM,
+    Accumulation,
+    ArgumentError,
+    Arrangement,
+    Block,
+    Grid,
+    LeadingDimension,
+    Precision,
+    Size,
+    Stages,
+    Tile,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -130,8 +142,10 @@ def test_number_scales_fold_into_alpha_on_every_kind():
         assert _error(torch, c, ref) <= ACCURATE
 
 
-def test_blockwise_scales_without_tma():
-    """Arrays one byte off alignment: the cp.async K loop promotes and scales the same way."""
+@pytest.mark.parametrize("stages", [(), (Stages(2),)], ids=["overlapped", "two-stages"])
+def test_blockwise_scales_without_tma(stages):
+    """Arrays one byte off alignment: the cp.async K loop promotes and scales the same way (two stages:
+    multiply_scaled)."""
     torch = _torch()
     m, n, k = 256, 384, 2048
     a_store, b_store, sa, sb = _data(torch, m, n, k + 1, seed=5)
@@ -139,7 +153,7 @@ def test_blockwise_scales_without_tma():
     sa, sb = sa[:, : k // 128].contiguous(), sb[: k // 128].contiguous()
     ref = _reference(torch, a, b, sa, sb)
     c = torch.full((m, n), float("nan"), device="cuda")
-    _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), LeadingDimension(k + 1, k + 1, n)).execute(
+    _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), LeadingDimension(k + 1, k + 1, n), *stages).execute(
         a, b, c, scale_a=sa, scale_b=sb)
     assert _error(torch, c, ref) <= ACCURATE
 
@@ -204,3 +218,80 @@ def test_a_bound_scaled_launch_reads_each_calls_scales_and_numbers():
     c, inside = both[: m * n].view(m, n), both[m * n - 4:].view(-1)[: m * (k // 128)].view(m, k // 128)
     with pytest.raises(ArgumentError, match="overlaps C"):
         grid.execute(a, b, c, scale_a=inside, scale_b=sb)
+
+
+def test_the_torch_op_takes_scales_and_compiles_without_a_graph_break():
+    torch = _torch()
+    import blasdx.pytorch
+
+    m, n, k = 256, 384, 1024
+    a, b, sa, sb = _data(torch, m, n, k, seed=9)
+    grid = _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "bfloat16"))
+    ref = 2.0 * _reference(torch, a, b, sa, sb)
+    out = blasdx.pytorch.gemm(grid, a, b, scale_a=sa, scale_b=sb, alpha=0.5, epilogue=None) * 4.0
+    assert out.dtype == torch.bfloat16 and _error(torch, out, ref) <= 1e-2
+
+    def layer(a, b, sa, sb):
+        return blasdx.pytorch.gemm(grid, a, b, scale_a=sa, scale_b=sb, alpha=2.0)
+
+    compiled = torch.compile(layer, fullgraph=True)
+    assert _error(torch, compiled(a, b, sa, sb), ref) <= 1e-2
+    assert _error(torch, blasdx.pytorch.gemm(grid, a, b, scale_a=2.0, scale_b=sb), 2.0 * _reference(torch, a, b, None, sb,
+                                                                                                      kind_b="block")) <= 1e-2
+    with pytest.raises(ArgumentError, match="FP8 scales are float32"):
+        blasdx.pytorch.gemm(grid, a, b, scale_a=sa.half(), scale_b=sb)
+
+
+DEVICE_K_LOOP = r'''
+struct block_scale {
+  const float* a;  // A's scales of this K block, by row (column-major (M, K / 128))
+  float b;
+  __device__ __forceinline__ float operator()(int r, int) const { return a[r] * b; }
+};
+extern "C" __global__ void scaled_k_loop(const gemm::a_t* a, const gemm::b_t* b, float* c, const float* scale_a,
+                                         const float* scale_b, int blocks, int shift) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  auto* ta = reinterpret_cast<gemm::a_t*>(smem + shift + gemm::a_offset);  // shift 16: not 1024-aligned, no wgmma
+  auto* tb = reinterpret_cast<gemm::b_t*>(smem + shift + gemm::b_offset);
+  gemm::accumulator acc = gemm::make_accumulator();
+  for (int kb = 0; kb < blocks; ++kb) {
+    gemm::load_a(a + kb * gemm::k, blocks * gemm::k, ta);
+    gemm::load_b(b + kb * gemm::k, blocks * gemm::k, tb);
+    gemm::copy_wait();
+    gemm::multiply_scaled(ta, tb, acc, block_scale{scale_a + kb * gemm::m, scale_b[kb]});
+    __syncthreads();
+  }
+  gemm::store(acc, c, gemm::n, 1.0f, 0.0f);
+}
+'''
+
+
+@pytest.mark.parametrize("shift, fast", [(0, False), (16, False), (0, True)], ids=["wgmma-promoted", "mma-fallback", "fast"])
+def test_device_api_multiplies_with_a_scale_per_k_block(shift, fast):
+    """multiply_scaled in a user's K loop of 128-deep blocks: the promoted wgmma scales each promotion; the mma.sync
+    fallback and Accumulation('fast') scale a temporary accumulator's products once a call."""
+    torch = _torch()
+    import blasdx
+
+    m, n, k, blocks = 128, 128, 128, 16
+    a, b, sa, sb = _data(torch, m, n, k * blocks, seed=10)
+    sb = sb[:, :1].contiguous()  # one column block
+    desc = Size(m, n, k) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Block()
+    if fast:
+        desc = desc + Accumulation("fast")
+    kernel = blasdx.compile_kernel(desc.device_source("gemm") + DEVICE_K_LOOP, "scaled_k_loop")
+    c = torch.full((m, n), float("nan"), device="cuda")
+    import cupy
+
+    kernel(1, (desc.max_threads_per_block, 1, 1),
+           (cupy.from_dlpack(a.view(torch.uint8)), cupy.from_dlpack(b.t().contiguous().view(torch.uint8)),
+            cupy.from_dlpack(c), cupy.from_dlpack(sa.t().contiguous()), cupy.from_dlpack(sb), np_int(blocks),
+            np_int(shift)), shared_mem=desc.shared_memory_size_ab + shift)
+    torch.cuda.synchronize()
+    assert _error(torch, c, _reference(torch, a, b, sa, sb)) <= ACCURATE  # fast too: a call's 128 of k, then float32
+
+
+def np_int(x):
+    import numpy as np
+
+    return np.int32(x)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from blasdx import SM, Accumulation, ArgumentError, Arrangement, Block, Grid, Precision, Size, Tile, Warp
+from blasdx import SM, Accumulation, ArgumentError, Arrangement, Block, Grid, Precision, Size, Stages, Tile, Warp
 from blasdx.codegen.hooks import NO_FUSION
 from blasdx.codegen.naming import kernel_name
 from blasdx.compiler.nvrtc import nvrtc_compile, options_for
@@ -85,7 +85,8 @@ def test_scaled_kernels_take_the_scales_after_the_bias():
     (("tensor", "tensor"), 16, (Accumulation("fast"),)),  # the products scaled once: any accumulation
     (("block", "block"), 1, ()),  # cp.async
     (("block", "block"), 16, (Tile(256, 128, 128),)),  # two tiles a warpgroup, each promoted with its scales
-], ids=["block-block", "block-col", "row-col", "tensor-fast", "cp-async", "two-passes"])
+    (("block", "block"), 1, (Stages(2),)),  # cp.async, no wgmma in flight: multiply_scaled
+], ids=["block-block", "block-col", "row-col", "tensor-fast", "cp-async", "two-passes", "cp-async-2-stages"])
 def test_scaled_grid_kernels_spill_nothing_and_keep_wgmma_in_flight(scales, alignment, extra):
     desc = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
     for op in extra:
