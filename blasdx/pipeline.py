@@ -310,11 +310,12 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
     if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
         pa, pb, pc, pbias = signature[1]  # type: ignore[index]
         if not bound.overlaps(pa, pb, pc, pbias, scaled[1]):  # type: ignore[index]
+            call_alpha = alpha  # the numbers folded in for this launch only (the path below folds them itself)
             for name, x in numbers:
-                alpha = alpha * number_scale(x, name)
+                call_alpha = call_alpha * number_scale(x, name)
             try:
-                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan), stream_handle(stream, c if on_torch else None),
-                             pbias, scaled[1])  # type: ignore[index]
+                bound.launch(pa, pb, pc, bound.scalar_bytes(call_alpha, beta, plan),
+                             stream_handle(stream, c if on_torch else None), pbias, scaled[1])  # type: ignore[index]
                 return c
             except cupy.cuda.driver.CUDADriverError:
                 pass  # no current context in this thread: the path below makes it current

@@ -34,7 +34,7 @@ from .describe.descriptor import Descriptor
 from .describe.operators import OPERATOR_KINDS, SM, Arrangement, LeadingDimension, Precision, Size
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
-from .runtime.scales import number_scale
+from .runtime.scales import is_number, number_scale
 
 __all__ = ["gemm", "DIFFERENTIABLE_EPILOGUES", "check_differentiable", "descriptor_key", "descriptor_from_key"]
 
@@ -251,7 +251,7 @@ def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
         raise ArgumentError(f"beta={beta} scales C, but no c was given; pass c or leave beta at 0")
     scales: list[torch.Tensor | None] = []
     for name, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if isinstance(scale, (int, float)):
+        if is_number(scale):
             alpha = alpha * number_scale(scale, name)
             scales.append(None)
         elif scale is None or isinstance(scale, torch.Tensor):

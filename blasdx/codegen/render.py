@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 
 from .. import settings
-from ..arch import MMA_I8, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
+from ..arch import MMA_I8, PROMOTION_K, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..describe.families import family_issuing
 from ..errors import BlasdxError
 from ..plan import BatchedPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
@@ -145,6 +145,7 @@ def _context(plan: GemmPlan, name: str, own_kernel: bool = False, fma_pipelined:
         "c_staged_16_bytes": plan.c_staged_16_bytes,
         "c_vector": plan.c_vector,
         "promote_k": plan.promote_k,  # partial sums into float32 every promote_k of k (wgmma's FP8), else 0
+        "scale_block": PROMOTION_K,  # k of a scale's block (multiply_scaled), as blockwise-scaled FP8 takes it
         "workers_text": f"{plan.warps} warps" if instr.is_mma else f"{plan.threads} threads",
         # The family's partials: its tiles (gemm.cuh.j2 includes it) and its pieces of the device API.
         "family_template": family.template,
@@ -276,7 +277,8 @@ def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = Fals
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
                   for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
-            "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b}
+            "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
+            "scale_block": PROMOTION_K}
 
 
 def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:

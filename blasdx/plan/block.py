@@ -142,9 +142,9 @@ class GemmPlan:
 
     @property
     def partial_sum_values(self) -> int:
-        """Values a thread holds beside its accumulator while it promotes partial sums (promote_k):
-        one warpgroup tile's, 64 x tile_n over 128 threads."""
-        return self.tile_n // 2 if self.promote_k else 0
+        """Values a thread holds beside its accumulator while it promotes partial sums (promote_k): a
+        warpgroup tile's (64 x tile_n over 128 threads), two where the TMA K loop takes K tiles in pairs."""
+        return self.tile_n // 2 * (2 if self.promotes_in_pairs else 1) if self.promote_k else 0
 
     def scales_refusal(self, blockwise: bool, load_hooks: bool) -> str:
         """FP8 scales on the device are the grid kernel's (GridPlan.scales_refusal) so far."""
@@ -156,7 +156,8 @@ class GemmPlan:
         """Whether the TMA K loop multiplies K tiles in pairs, into two tiles of partial sums in turn
         (consume_range_promoted): partial sums promoted, each warpgroup one tile (a pass), a K tile at
         most promote_k deep."""
-        return 0 < self.k <= self.promote_k and self.instruction.is_wgmma and self.accumulator_size == self.tile_n // 2
+        return (0 < self.k <= self.promote_k and self.instruction.is_wgmma and self.accumulator_size == self.tile_n // 2
+                and self.tiles == self.threads // 128)
 
     @cached_property
     def _hash(self) -> int:

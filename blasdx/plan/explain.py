@@ -197,8 +197,9 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies, and each "
                    "multiply runs while the one before it ends")
     elif t.instruction.is_wgmma and t.promote_k:
-        overlap = (f"the copies of the next {p.stages - 2} K tiles run while the block multiplies one, whose partial "
-                   f"sums are added before the next one's wgmma start")
+        ahead = p.stages - 2 if p.stages >= 3 else p.stages - 1  # mainloop_range's overlapped loop, or the plain one
+        overlap = (f"the copies of the next {ahead} K tile{'s' if ahead > 1 else ''} run while the block multiplies one, "
+                   f"whose partial sums are added before the next one's wgmma start")
     elif t.instruction.is_wgmma and p.stages >= 3:
         overlap = (f"the multiply of each K tile runs while the next one's ends and the copies of the following "
                    f"{p.stages - 2} run")

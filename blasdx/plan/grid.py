@@ -216,10 +216,13 @@ class GridPlan:
         if not blockwise:
             return ""
         if not tile.promote_k:
-            why = ("Accumulation('fast') keeps wgmma's own sum" if tile.instruction.narrow_accumulation else
-                   f"{tile.instruction.name} does not (blockwise scales are SM 900's, on wgmma)")
+            if tile.instruction.narrow_accumulation:
+                why, fix = "Accumulation('fast') keeps wgmma's own sum", "remove Accumulation('fast')"
+            else:
+                why = f"{tile.instruction.name} does not promote them (blockwise scales ride FP8 wgmma's promotion)"
+                fix = "describe the GEMM for wgmma (SM 900, row-major A, column-major B: explain() lists its conditions)"
             return (f"blockwise scales multiply the partial sums of each {PROMOTION_K} of k as they are promoted into "
-                    f"float32, but {why}; remove Accumulation('fast'), or scale per tensor or per row")
+                    f"float32, but {why}; {fix}, or scale per tensor, per row of A or per column of B")
         if load_hooks:
             return ("blockwise scales need wgmma's promotion, which load hooks (a_load, b_load, prologue) replace by "
                     "mma.sync; apply the hooks to the data first")

@@ -25,6 +25,7 @@ from ..plan import DescriptorPlan, GridPlan, KernelPlan
 from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, TMA_PARAMETERS
 from .arguments import BiasView, MatrixView, scalar
 from .device import cupy_module, stream_of
+from .scales import is_number
 from .tensor_map import TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES, OperandLayout, TensorMap
 
 if TYPE_CHECKING:
@@ -306,7 +307,7 @@ def scales_signature(ndarray: Any, tensor: Any, scale_a: Any, scale_b: Any) -> t
     keys: list[tuple] = []
     pointers = [0, 0]
     for i, x in enumerate((scale_a, scale_b)):
-        if x is None or isinstance(x, (int, float)):
+        if x is None or is_number(x):
             keys.append(("none" if x is None else "number",))
         elif type(x) is ndarray:
             pointers[i] = x.data.ptr

@@ -7,7 +7,9 @@ row and 128 of k ((M, ceil(K/128)), "block"), B's per 128 of k and 128 columns (
 ceil(N/128)), "block"). Scales that vary along k multiply the partial sums at each promotion
 (blasdx.plan.block.GemmPlan.promote_k); the others multiply the products once, before the epilogue.
 The layouts accepted are torch.nn.functional.scaled_mm's (blockwise scales column-major: A's
-strides (1, M), B's (1, K/128)) and contiguous ones.
+strides (1, M), B's (1, K/128)) and contiguous ones. One set of scales serves every item of a batch.
+Numbers are checked to be finite; scales on the device are not read on the host (that would wait
+for the GPU), so non-finite ones there give non-finite products, as in cuBLAS.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import numpy as np
 
 from ..arch import PROMOTION_K
 from ..errors import ArgumentError
-from .arguments import MatrixView, _from_cupy_or_interface
+from .arguments import MatrixView, _contiguous_strides, _from_cupy_or_interface
 
 # K and N per scale of the blockwise recipe (DeepSeek-V3's: A 1 x 128, B 128 x 128).
 SCALE_BLOCK = PROMOTION_K
+CONTIGUOUS = "{0}.contiguous() (PyTorch) or cupy.ascontiguousarray({0})"  # the fix of a layout refused
 
 
 @dataclass(frozen=True)
@@ -61,15 +64,15 @@ def scale_view(x: Any, name: str, m: int, n: int, k: int, vc: MatrixView) -> Sca
     ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(x)
     shape = tuple(int(d) for d in shape)
     if dtype != np.float32:
-        raise ArgumentError(f"{name} has dtype {dtype.name}; FP8 scales are float32: {name}.float() "
-                            f"(the recipes: {recipes_of(name, m, n, k)})")
+        raise ArgumentError(f"{name} has dtype {dtype.name}; FP8 scales are float32: {name}.float() (PyTorch) or "
+                            f"{name}.astype(cupy.float32) (the recipes: {recipes_of(name, m, n, k)})")
     if device_id != vc.device_id:
         raise ArgumentError(f"{name} is on device {device_id} but C is on device {vc.device_id}; move it to C's device")
     if byte_strides is None:
-        byte_strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * 4 for i in range(len(shape)))
+        byte_strides = _contiguous_strides(shape, 4)
     if any(s % 4 for s in byte_strides):
         raise ArgumentError(f"{name} strides {tuple(byte_strides)} (bytes) are not whole float32 elements; "
-                            f"pass {name}.contiguous()")
+                            f"pass a contiguous copy ({CONTIGUOUS.format(name)})")
     strides = tuple(int(s) // 4 for s in byte_strides)
     kind, view_strides = scale_kind(name, shape, strides, m, n, k)
     span = 4 * (1 + sum((d - 1) * s for d, s in zip(shape, strides)))
@@ -104,7 +107,7 @@ def scale_kind(name: str, shape: tuple[int, ...], strides: tuple[int, ...], m: i
     if size == 0:
         raise ArgumentError(f"{name} is empty (shape {shape}); give {recipes_of(name, m, n, k)}")
     if any(s < 0 for s in strides):
-        raise ArgumentError(f"{name} has negative strides {strides}; pass {name}.contiguous()")
+        raise ArgumentError(f"{name} has negative strides {strides}; pass {CONTIGUOUS.format(name)}")
     if size == 1 and len(shape) <= 2:
         return "tensor", (0, 0)
     if is_a and shape in ((m,), (m, 1)):
@@ -115,13 +118,13 @@ def scale_kind(name: str, shape: tuple[int, ...], strides: tuple[int, ...], m: i
         if strides not in ((1, m), (blocks_k, 1)):
             raise ArgumentError(f"{name} has strides {strides} (elements): blockwise scales of A are column-major "
                                 f"(strides (1, {m}), as torch.nn.functional.scaled_mm takes them) or contiguous "
-                                f"(({blocks_k}, 1)); pass {name}.contiguous()")
+                                f"(({blocks_k}, 1)); pass {CONTIGUOUS.format(name)}")
         return "block", (strides[0], strides[1])
     if not is_a and shape == (blocks_k, blocks_n):
         if strides not in ((1, blocks_k), (blocks_n, 1)):
             raise ArgumentError(f"{name} has strides {strides} (elements): blockwise scales of B are column-major "
                                 f"(strides (1, {blocks_k}), as torch.nn.functional.scaled_mm takes them) or "
-                                f"contiguous (({blocks_n}, 1)); pass {name}.contiguous()")
+                                f"contiguous (({blocks_n}, 1)); pass {CONTIGUOUS.format(name)}")
         return "block", (strides[0], strides[1])
     raise ArgumentError(f"{name} has shape {shape}, which is no FP8 scaling recipe of this {m} x {n} x {k} GEMM; "
                         f"give {recipes_of(name, m, n, k)}")

@@ -19,6 +19,7 @@ from blasdx import (
     InstructionFamily,
     Precision,
     Size,
+    Stages,
     Tile,
     Warp,
 )
@@ -105,6 +106,20 @@ def test_the_partial_sums_count_in_the_warpgroup_tiles_registers():
     assert wgmma.accumulator_registers(512, promoted=True) == 65536 // 512 - 48
     plan = block((64, 256, 128)).plan
     assert (plan.tile_n, plan.partial_sum_values, plan.accumulator_size) == (128, 64, 128)
+
+
+def test_explain_counts_the_k_tiles_copied_ahead_of_a_promoting_cp_async_loop():
+    grid = Size(1000, 520, 1000) + FP8 + RCR + SM(900) + Grid()
+    assert "the copies of the next 1 K tile run while the block multiplies one" in (grid + Stages(2)).explain(width=0)
+    assert "the copies of the next 2 K tiles run while" in (grid + Stages(4)).explain(width=0)
+
+
+def test_k_tiles_go_in_pairs_only_where_each_warpgroup_has_one_tile():
+    grid = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
+    tile = grid.tile_descriptor.plan
+    assert tile.promotes_in_pairs and tile.partial_sum_values == 2 * tile.tile_n // 2  # two tiles of partial sums
+    idle = (grid + Tile(64, 128, 128) + BlockDim(256)).tile_descriptor.plan  # one tile, two warpgroups
+    assert idle.tiles == 1 and not idle.promotes_in_pairs and idle.partial_sum_values == idle.tile_n // 2
 
 
 def test_grid_suggests_a_tile_of_two_warpgroups_where_it_promotes():

@@ -574,8 +574,8 @@ __device__ __forceinline__ void multiply_scaled(const a_t* sa, const b_t* sb, ac
   static_assert(blasdx::is_same<acc_value_t, float>::value && sizeof(Scale) > 0,
                 "blasdx: multiply_scaled scales float accumulators");
   static_assert((k <= 128 || false) && sizeof(Scale) > 0,
-                "blasdx: multiply_scaled scales the products of each 128 of k: give this GEMM a k of at most 128 (a K "
-                "block a call), or FP8 wgmma's promotion (SM 900)");
+                "blasdx: multiply_scaled scales the products of each 128 of k: give this GEMM a k of at most "
+                "128 (a K block a call), or FP8 wgmma's promotion (SM 900)");
   if (multiply_skips_idle_threads && acc.rank >= workers) return;
   if (k > 128) __trap();  // promoted wgmma whose wgmma did not run (A or B not 1024-byte aligned): no scale a K block
   accumulator products = acc;

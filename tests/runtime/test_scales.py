@@ -64,7 +64,8 @@ def test_only_the_grid_kernel_takes_scales_on_the_device_and_blockwise_ones_wher
     assert (grid + Tile(128, 128, 64)).plan.scales_refusal(True, False) == ""  # 64 divides 128: a K tile, one block
     assert "use Tile(128, 64, 128)" in (grid + Tile(128, 64, 256)).plan.scales_refusal(True, False)
     sm890 = Size(4096, 4096, 4096) + FP8 + RCR + SM(890) + Grid()
-    assert "blockwise scales are SM 900's" in sm890.plan.scales_refusal(True, False)
+    assert "mma_fp8 does not promote them" in sm890.plan.scales_refusal(True, False)
+    assert "remove Accumulation" not in sm890.plan.scales_refusal(True, False)
     for other in (Size(64, 64, 128) + FP8 + RCR + SM(900) + Block(), Size(64, 64, 64) + FP8 + RCR + SM(900) + Warp()):
         assert "taken by Grid() descriptors" in other.plan.scales_refusal(False, False)
 
