@@ -899,11 +899,14 @@ __device__ __forceinline__ void multiply_async_aligned(const a_t* sa, const b_t*
 #endif
   static_assert(a_offset % 1024 == 0 && b_offset % 1024 == 0 && shared_memory_size % 1024 == 0,
                 "a stage's A and B start on 1024-byte boundaries");
-  static_assert(by_wgmma || blasdx::is_same<Scale, blasdx::unit_scale>::value,
-                "blasdx: scaled partial sums need wgmma's promotion (sm_90a, no load hooks)");
+  constexpr bool scaled = !blasdx::is_same<Scale, blasdx::unit_scale>::value;
+  static_assert(!scaled || (blasdx::is_same<ALoad, blasdx::identity>::value && blasdx::is_same<BLoad, blasdx::identity>::value),
+                "blasdx: scaled partial sums take no load hooks (GridPlan.scales_refusal)");
   if constexpr (by_wgmma) {
-    static_assert(blasdx::is_same<Scale, blasdx::unit_scale>::value, "blasdx: scaled partial sums need Accumulation('accurate')");
+    static_assert(!scaled, "blasdx: scaled partial sums need Accumulation('accurate')");
     if (acc.rank < workers) issue_wgmma(acc, sa, sb);
+  } else if constexpr (scaled) {
+    multiply_scaled(sa, sb, acc, scale);  // no sm_90a (an SM 900 GEMM on a later GPU): mma.sync, a K tile scaled once
   } else {
     multiply_async(sa, sb, acc, a_load, b_load);
   }

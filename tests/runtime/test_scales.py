@@ -102,3 +102,18 @@ def test_scaled_grid_kernels_spill_nothing_and_keep_wgmma_in_flight(scales, alig
     assert f"Compiling entry function '{name}'" in log
     assert "C75" not in log, log
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log
+
+
+@pytest.mark.parametrize("alignment", [16, 1], ids=["tma", "cp-async"])
+def test_an_sm_900_grid_with_blockwise_scales_compiles_for_a_later_gpu(alignment):
+    """On a GPU past Hopper an SM 900 descriptor compiles for the device's arch, where wgmma does not exist: the
+    K loop's mma.sync scales each K tile's products once (multiply_scaled), rather than refusing to compile."""
+    from blasdx.compiler import supported_archs
+
+    if 1000 not in supported_archs():
+        pytest.skip("this NVRTC does not target sm_100")
+    plan = grid_with_alignment((Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()).plan, (alignment,) * 3)
+    fusion = NO_FUSION.with_scales("block", "block")
+    name = kernel_name(launched_plan(plan), fusion)
+    _, log = nvrtc_compile(kernel_source(plan, fusion), options_for(1000, ("-Xptxas", "-v")), name)
+    assert f"Compiling entry function '{name}'" in log
