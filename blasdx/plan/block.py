@@ -144,7 +144,9 @@ class GemmPlan:
     def partial_sum_values(self) -> int:
         """Values a thread holds beside its accumulator while it promotes partial sums (promote_k): a
         warpgroup tile's (64 x tile_n over 128 threads), two where the TMA K loop takes K tiles in pairs."""
-        return self.tile_n // 2 * (2 if self.promotes_in_pairs else 1) if self.promote_k else 0
+        if not self.promote_k:
+            return 0
+        return self.tile_n // 2 * (2 if self.promotes_in_pairs else 1)
 
     def scales_refusal(self, blockwise: bool, load_hooks: bool) -> str:
         """FP8 scales on the device are the grid kernel's (GridPlan.scales_refusal) so far."""
@@ -156,7 +158,7 @@ class GemmPlan:
         """Whether the TMA K loop multiplies K tiles in pairs, into two tiles of partial sums in turn
         (consume_range_promoted): partial sums promoted, each warpgroup one tile (a pass), a K tile at
         most promote_k deep."""
-        return (0 < self.k <= self.promote_k and self.instruction.is_wgmma and self.accumulator_size == self.tile_n // 2
+        return (bool(self.promote_k) and self.k <= self.promote_k and self.accumulator_size == self.tile_n // 2
                 and self.tiles == self.threads // 128)
 
     @cached_property
@@ -384,7 +386,7 @@ def make_plan(desc: Descriptor, overrides: PlanOverrides = NO_OVERRIDES, long_k_
     pairs = not instr.is_mma and tiles_m % 2 == 0 and tiles_n % 2 == 0
     if overrides.fma_thread_pairs is not None:
         pairs = pairs and overrides.fma_thread_pairs
-    promote_k = PROMOTION_K if instr.is_wgmma and promotes_of(desc.operator_map, instr.narrow_accumulation) else 0
+    promote_k = PROMOTION_K if promotes_of(desc.operator_map, instr.narrow_accumulation) else 0  # FP8 wgmma alone
     plan = GemmPlan(
         sm=desc.sm, m=m, n=n, k=k, is_complex=desc.is_complex,
         a=mats["a"], b=mats["b"], c=mats["c"],
