@@ -323,9 +323,6 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
     if not (plan.a.precision.startswith("float8") and plan.b.precision.startswith("float8")):
         raise ArgumentError(f"scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are {plan.a.precision} "
                             f"and {plan.b.precision}; scale them with alpha (or the a_load/b_load hooks)")
-    on_device = [x for x in (scale_a, scale_b) if x is not None and not is_number(x)]
-    if on_device and plan.scales_refusal(False, False):  # a kind that takes scales as numbers only
-        raise ArgumentError(plan.scales_refusal(False, False))
     views: list[ScaleView | None] = []
     for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
         if x is None:
@@ -340,7 +337,7 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
     scalar(beta, plan, "beta")
     if sa is None and sb is None:  # numbers alone: alpha says it all
         return execute(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)
-    refusal = plan.scales_refusal(any(v is not None and v.along_k for v in views),
+    refusal = plan.scales_refusal(sa.kind if sa else "", sb.kind if sb else "",
                                   not (fusion.a_load.is_identity and fusion.b_load.is_identity))
     if refusal:
         raise ArgumentError(refusal)

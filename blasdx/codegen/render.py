@@ -278,7 +278,7 @@ def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = Fals
                   for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
-            "scale_block": PROMOTION_K}
+            "scale_block": PROMOTION_K, "grid": grid}
 
 
 def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
@@ -288,7 +288,7 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
     return template("kernel.cu.j2").render(
         common=render_common(), device=render_block(kernel, ns, own_kernel=True), ns=ns,
         threads=kernel.threads, min_blocks=launch_min_blocks(kernel, fusion.bias), kernel_name=name,
-        c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0,
+        c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0, promote_k=kernel.promote_k,
         **fusion_context(ns, fusion),
     )
 

@@ -148,10 +148,31 @@ class GemmPlan:
             return 0
         return self.tile_n // 2 * (2 if self.promotes_in_pairs else 1)
 
-    def scales_refusal(self, blockwise: bool, load_hooks: bool) -> str:
-        """FP8 scales on the device are the grid kernel's (GridPlan.scales_refusal) so far."""
-        return (f"scale_a= and scale_b= on the device are taken by Grid() descriptors ({self.execution.capitalize()}() "
-                f"ones take scales as numbers only, so far); describe the GEMM with Grid() (descriptor.replace(Grid()))")
+    def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool) -> str:
+        """Why the batched kernel cannot take FP8 scales of these recipes on the device ("" where it can;
+        blasdx.runtime.scales names them). Scales that do not vary along k multiply the products; blockwise ones
+        each K block's products (multiply_scaled): the whole GEMM is one K block, or FP8 wgmma promotes every
+        PROMOTION_K of k; B's blocks need one column block (n <= PROMOTION_K); load hooks take no scales there."""
+        if self.execution != "block":
+            return (f"scale_a= and scale_b= on the device are taken by Block() and Grid() descriptors "
+                    f"({self.execution.capitalize()}() ones take scales as numbers only); describe the GEMM with "
+                    f"Block() (descriptor.replace(Block())) or pass the scales as numbers")
+        if "block" not in (scale_a, scale_b):
+            return ""
+        if self.k > PROMOTION_K and not self.promote_k:
+            why = ("Accumulation('fast') keeps wgmma's own sum" if self.instruction.narrow_accumulation else
+                   f"{self.instruction.name} does not promote its partial sums")
+            return (f"blockwise scales multiply the products of each {PROMOTION_K} of k, but this GEMM's k is "
+                    f"{self.k} and {why}; use FP8 wgmma with Accumulation('accurate') (SM 900: explain() lists "
+                    f"its conditions), a k of at most {PROMOTION_K}, or Grid()")
+        if load_hooks:
+            return ("blockwise scales multiply the partial sums as they are promoted, which load hooks (a_load, b_load, "
+                    "prologue) do not take; apply the hooks to the data first")
+        if scale_b == "block" and self.n > PROMOTION_K:
+            return (f"B's blockwise scales on Block(): one column block of B ({PROMOTION_K} columns) a GEMM, but n is "
+                    f"{self.n}; split the GEMM into descriptors of n <= {PROMOTION_K}, or use Grid() "
+                    f"(descriptor.replace(Grid()))")
+        return ""
 
     @property
     def promotes_in_pairs(self) -> bool:

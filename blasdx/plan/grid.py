@@ -207,13 +207,13 @@ class GridPlan:
         return b.slab_rows // 2 * b.swizzle % 1024 == 0 if b.k_inner else b.slabs % 2 == 0
 
 
-    def scales_refusal(self, blockwise: bool, load_hooks: bool) -> str:
+    def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool) -> str:
         """Why the grid kernel cannot take FP8 scales ("" where it can). Scales that do not vary along k multiply
         the products once, on every path; blockwise ones multiply the partial sums of each PROMOTION_K of k as they
         are promoted: the tile must promote them (FP8 wgmma, Accumulation('accurate')), see them as they come (no
         load hooks, which take mma.sync) and lie in one block of the scales along k and, for B's, along n."""
         tile = self.tile
-        if not blockwise:
+        if "block" not in (scale_a, scale_b):
             return ""
         if not tile.promote_k:
             if tile.instruction.narrow_accumulation:

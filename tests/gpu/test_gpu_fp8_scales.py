@@ -183,15 +183,98 @@ def test_scales_refused_before_launch():
         (grid + Tile(128, 256, 128)).execute(a, b, c, scale_a=sa, scale_b=sb)
     with pytest.raises(ArgumentError, match="load hooks"):
         grid.execute(a, b, c, scale_a=sa, scale_b=sb, a_load="negate")
-    block = Size(64, 64, 128) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Block()
-    a64, b64, sa64, sb64 = _data(torch, 64, 64, 128, seed=7)
-    c64 = torch.full((64, 64), float("nan"), device="cuda")
-    with pytest.raises(ArgumentError, match=r"taken by Grid\(\) descriptors"):
-        block.execute(a64, b64, c64, scale_a=sa64, scale_b=sb64)
-    assert bool(torch.isnan(c64).all())
+    block = Size(64, 256, 256) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Block()
+    a64, b64, sa64, sb64 = _data(torch, 64, 256, 256, seed=7)
+    c64 = torch.full((64, 256), float("nan"), device="cuda")
+    for desc, kwargs, message in [
+        (block, dict(scale_a=sa64, scale_b=sb64), "one column block of B"),
+        (block + Accumulation("fast"), dict(scale_a=sa64, scale_b=2.0),
+         r"k is 256 and Accumulation\('fast'\)"),
+        (block, dict(scale_a=sa64, scale_b=1.0, a_load="negate"), "load hooks"),
+    ]:
+        with pytest.raises(ArgumentError, match=message):
+            desc.execute(a64, b64, c64, **kwargs)
+        assert bool(torch.isnan(c64).all())
     f16 = Size(m, n, k) + Precision("float16", "float16", "float32") + RCR + SM(900) + Grid()
     with pytest.raises(ArgumentError, match="scale FP8 operands"):
         f16.execute(a.half(), b.half(), c, scale_a=sa, scale_b=sb)
+
+
+def _block(m, n, k, prec=("float8_e4m3", "float8_e4m3", "float32"), *more):
+    desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Block()
+    for op in more:
+        desc = desc + op
+    return desc
+
+
+def _batch(torch, batch, m, n, k, seed, fp8=("float8_e4m3", "float8_e4m3")):
+    """A batch of FP8 A (m, k) and B (k, n) column-major, and blockwise scales shared by every item."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dtype = {"float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+    a = (torch.randn(batch, m, k, device="cuda", generator=gen) * 0.5).to(dtype[fp8[0]])
+    b = (torch.randn(batch, n, k, device="cuda", generator=gen) * 0.5).to(dtype[fp8[1]]).transpose(1, 2)
+    sa = torch.exp2(torch.randint(-8, 9, (m, -(-k // 128)), device="cuda", generator=gen).float())
+    sb = torch.exp2(torch.randint(-8, 9, (-(-k // 128), -(-n // 128)), device="cuda", generator=gen).float())
+    return a, b, sa, sb
+
+
+def _batch_reference(torch, a, b, sa, sb, kind_a="block", kind_b="block"):
+    return torch.stack([_reference(torch, a[i], b[i], sa, sb, kind_a, kind_b) for i in range(a.shape[0])])
+
+
+@pytest.mark.parametrize("size, more", [
+    ((64, 128, 512), ()),  # wgmma, each promotion's partial sums scaled
+    ((128, 64, 384), ()),  # two warpgroups
+    ((64, 40, 256), ()),  # wgmma, n inside one tile
+    ((64, 128, 128), (Accumulation("fast"),)),  # one K block: the products scaled once
+    ((48, 40, 128), ()),  # mma.sync tiles, one K block; rows past m read the last row's scale
+], ids=["wgmma", "two-warpgroups", "edge-columns", "fast-one-k-block", "mma-edges"])
+@pytest.mark.parametrize("layout", ["scaled_mm", "contiguous"])
+def test_block_batched_blockwise_scales(size, more, layout):
+    """Block()'s batched kernel: one set of blockwise scales for every item of the batch."""
+    torch = _torch()
+    m, n, k = size
+    a, b, sa, sb = _batch(torch, 24, m, n, k, seed=11)
+    if layout == "scaled_mm":
+        sa, sb = sa.t().contiguous().t(), sb.t().contiguous().t()
+    c = torch.full((24, m, n), float("nan"), device="cuda")
+    _block(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), *more).execute(a, b, c, scale_a=sa, scale_b=sb)
+    assert _error(torch, c, _batch_reference(torch, a, b, sa, sb)) <= ACCURATE
+
+
+@pytest.mark.parametrize("kinds", [("tensor", "tensor"), ("row", "col"), ("block", "col"), ("tensor", "block")])
+@pytest.mark.parametrize("out", ["float32", "bfloat16", "float16"])
+def test_block_batched_scales_every_recipe_and_output_with_bias_and_hook(kinds, out):
+    torch = _torch()
+    kind_a, kind_b = kinds
+    m, n, k = 64, 128, 256
+    a, b, sa, sb = _batch(torch, 16, m, n, k, seed=12, fp8=("float8_e5m2", "float8_e4m3"))
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    shapes = {"tensor": (1,), "row": (m,), "col": (1, n)}
+    if kind_a != "block":
+        sa = torch.exp2(torch.randint(-4, 5, shapes[kind_a], device="cuda", generator=gen).float())
+    if kind_b != "block":
+        sb = torch.exp2(torch.randint(-4, 5, shapes[kind_b], device="cuda", generator=gen).float())
+    sb = sb / 64  # keep float16 outputs in range
+    dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[out]
+    bias = torch.randn(n, device="cuda").to(dtype)
+    c = torch.randn(16, m, n, device="cuda").to(dtype)
+    ref = torch.relu(_batch_reference(torch, a, b, sa, sb, kind_a, kind_b) + 0.5 * c.double() + bias.double())
+    _block(m, n, k, ("float8_e5m2", "float8_e4m3", out)).execute(a, b, c, beta=0.5, scale_a=sa, scale_b=sb, bias=bias,
+                                                                 epilogue="relu")
+    assert _error(torch, c, ref) <= BOUND[out]
+
+
+def test_block_scales_not_along_k_take_load_hooks_and_fast_accumulation():
+    torch = _torch()
+    m, n, k = 64, 256, 384
+    a, b, _, _ = _batch(torch, 8, m, n, k, seed=14)
+    sa = torch.exp2(torch.randint(-4, 5, (m, 1), device="cuda").float())
+    sb = torch.exp2(torch.randint(-4, 5, (n,), device="cuda").float())
+    c = torch.full((8, m, n), float("nan"), device="cuda")
+    _block(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), Accumulation("fast")).execute(
+        a, b, c, scale_a=sa, scale_b=sb, a_load="negate")
+    assert _error(torch, c, -_batch_reference(torch, a, b, sa, sb, "row", "col")) <= 5e-3
 
 
 def test_a_bound_scaled_launch_reads_each_calls_scales_and_numbers():

@@ -54,20 +54,40 @@ def test_other_scales_are_refused_with_the_layout_expected(name, shape, strides,
         scale_kind(name, shape, strides, M, N, K)
 
 
-def test_only_the_grid_kernel_takes_scales_on_the_device_and_blockwise_ones_where_it_promotes():
+def test_the_grid_kernel_takes_blockwise_scales_where_it_promotes():
     grid = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
-    assert grid.plan.scales_refusal(True, False) == "" and grid.plan.scales_refusal(False, True) == ""
-    assert "remove Accumulation('fast')" in (grid + Accumulation("fast")).plan.scales_refusal(True, False)
-    assert (grid + Accumulation("fast")).plan.scales_refusal(False, False) == ""  # per tensor and row: any path
-    assert "load hooks" in grid.plan.scales_refusal(True, True)
-    assert "use Tile(128, 128, 128)" in (grid + Tile(128, 256, 128)).plan.scales_refusal(True, False)
-    assert (grid + Tile(128, 128, 64)).plan.scales_refusal(True, False) == ""  # 64 divides 128: a K tile, one block
-    assert "use Tile(128, 64, 128)" in (grid + Tile(128, 64, 256)).plan.scales_refusal(True, False)
+    assert grid.plan.scales_refusal("block", "block", False) == "" and grid.plan.scales_refusal("row", "col", True) == ""
+    assert "remove Accumulation('fast')" in (grid + Accumulation("fast")).plan.scales_refusal("block", "", False)
+    assert (grid + Accumulation("fast")).plan.scales_refusal("tensor", "col", False) == ""  # not along k: any path
+    assert "load hooks" in grid.plan.scales_refusal("", "block", True)
+    assert "use Tile(128, 128, 128)" in (grid + Tile(128, 256, 128)).plan.scales_refusal("block", "block", False)
+    assert (grid + Tile(128, 128, 64)).plan.scales_refusal("block", "block", False) == ""  # 64 divides 128: one block
+    assert "use Tile(128, 64, 128)" in (grid + Tile(128, 64, 256)).plan.scales_refusal("block", "block", False)
     sm890 = Size(4096, 4096, 4096) + FP8 + RCR + SM(890) + Grid()
-    assert "mma_fp8 does not promote them" in sm890.plan.scales_refusal(True, False)
-    assert "remove Accumulation" not in sm890.plan.scales_refusal(True, False)
-    for other in (Size(64, 64, 128) + FP8 + RCR + SM(900) + Block(), Size(64, 64, 64) + FP8 + RCR + SM(900) + Warp()):
-        assert "taken by Grid() descriptors" in other.plan.scales_refusal(False, False)
+    assert "mma_fp8 does not promote them" in sm890.plan.scales_refusal("block", "block", False)
+    assert "remove Accumulation" not in sm890.plan.scales_refusal("block", "block", False)
+
+
+def test_the_batched_kernel_takes_scales_where_each_k_block_is_scaled_whole():
+    """Block(): blockwise scales where the GEMM is one K block or FP8 wgmma promotes each one, and B's where the
+    GEMM is one column block; Warp() takes numbers only."""
+    block = Size(64, 128, 256) + FP8 + RCR + SM(900) + Block()
+    assert block.plan.scales_refusal("block", "block", False) == ""
+    assert block.plan.scales_refusal("row", "col", True) == ""  # products scaled once: load hooks are fine
+    assert "load hooks" in block.plan.scales_refusal("block", "", True)
+    fast = (block + Accumulation("fast")).plan
+    assert "Accumulation('fast') keeps wgmma's own sum" in fast.scales_refusal("block", "", False)
+    assert fast.scales_refusal("tensor", "col", False) == ""
+    assert (Size(64, 128, 128) + FP8 + RCR + SM(900) + Block() + Accumulation("fast")).plan.scales_refusal(
+        "block", "block", False) == ""  # one K block: its products scaled once
+    assert (Size(64, 64, 128) + FP8 + RCR + SM(890) + Block()).plan.scales_refusal("block", "block", False) == ""
+    assert "mma_fp8 does not promote" in (Size(64, 64, 256) + FP8 + RCR + SM(890) + Block()).plan.scales_refusal(
+        "block", "", False)
+    wide = (Size(64, 256, 128) + FP8 + RCR + SM(900) + Block()).plan
+    assert "one column block of B" in wide.scales_refusal("tensor", "block", False)
+    assert wide.scales_refusal("block", "col", False) == ""
+    warp = Size(16, 16, 32) + FP8 + RCR + SM(900) + Warp()
+    assert "Warp() ones take scales as numbers only" in warp.plan.scales_refusal("tensor", "", False)
 
 
 def test_scaled_kernels_take_the_scales_after_the_bias():
@@ -99,6 +119,31 @@ def test_scaled_grid_kernels_spill_nothing_and_keep_wgmma_in_flight(scales, alig
     assert ("scale_products(acc" in source) == any(s in ("tensor", "row", "col") for s in scales)
     name = kernel_name(launched_plan(plan), fusion)
     _, log = nvrtc_compile(source, options_for(900, ("-Xptxas", "-v")), name)
+    assert f"Compiling entry function '{name}'" in log
+    assert "C75" not in log, log
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log
+
+
+@pytest.mark.parametrize("size, sm, scales, extra", [
+    ((64, 128, 512), 900, ("block", "block"), ()),  # wgmma, each promotion's partial sums scaled
+    ((128, 64, 256), 900, ("block", "col"), ()),
+    ((64, 256, 384), 900, ("row", "tensor"), (Accumulation("fast"),)),  # the products scaled once: any accumulation
+    ((64, 64, 128), 900, ("block", "block"), (Accumulation("fast"),)),  # one K block: a temporary accumulator
+    ((48, 40, 128), 890, ("block", "block"), ()),  # mma.sync, one K block; rows past m clamp
+    ((50, 60, 200), 900, ("tensor", "col"), ()),  # edge tiles, C staged in shared memory
+], ids=["wgmma-block-block", "wgmma-block-col", "fast-row-tensor", "fast-one-k-block", "mma-sync", "edges"])
+def test_scaled_batched_kernels_compile_without_spills(size, sm, scales, extra):
+    desc = Size(*size) + FP8 + RCR + SM(sm) + Block()
+    for op in extra:
+        desc = desc + op
+    assert desc.plan.scales_refusal(*scales, False) == ""
+    fusion = NO_FUSION.with_scales(*scales)
+    source = kernel_source(desc.plan, fusion)
+    assert "execute_scaled(alpha, sa, sb, beta, sc" in source
+    assert ("s *= scales.k_block(r, 0)" in source) == ("block" in scales)
+    assert ("return scales.k_block(r, k0)" in source) == ("block" in scales and desc.plan.promote_k > 0)
+    name = kernel_name(launched_plan(desc.plan), fusion)
+    _, log = nvrtc_compile(source, options_for(sm, ("-Xptxas", "-v")), name)
     assert f"Compiling entry function '{name}'" in log
     assert "C75" not in log, log
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log
