@@ -13,6 +13,7 @@ from .describe.operators import (
     BlockDim,
     Function,
     Grid,
+    Grouped,
     InstructionFamily,
     LeadingDimension,
     MaxAlignment,
@@ -43,7 +44,7 @@ from .version import __version__
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
     "BitOp", "InstructionFamily", "Accumulation", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
-    "Grid", "Warp", "Tile", "Stages",
+    "Grid", "Warp", "Grouped", "Tile", "Stages",
     "BlasdxError", "DescriptorError", "CompositionError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
     "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",

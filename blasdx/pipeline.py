@@ -17,6 +17,7 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -60,7 +61,8 @@ from .runtime.device import (
     max_active_clusters,
     stream_handle,
 )
-from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature, scales_signature
+from .runtime.groups import check_grouped_operands, group_bias_view
+from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature, offsets_signature, scales_signature
 from .runtime.scales import ScaleView, is_number, number_scale, scale_view
 from .version import __version__
 
@@ -247,11 +249,16 @@ def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
 
 
 def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
-            fusion: Fusion = NO_FUSION, bias: Any = None, scale_a: Any = None, scale_b: Any = None) -> Any:
+            fusion: Fusion = NO_FUSION, bias: Any = None, scale_a: Any = None, scale_b: Any = None,
+            offsets: Any = None) -> Any:
     """c = alpha * a @ b + beta * c (with ``fusion``'s hooks and ``bias``) in place; returns c.
     CuPy arrays or PyTorch tensors (and bias) seen before with the same signature skip the
     checks but for overlap. PyTorch tensors run on PyTorch's current stream where ``stream``
-    is None; everything else on CuPy's. FP8 scales (``scale_a``, ``scale_b``): execute_scaled."""
+    is None; everything else on CuPy's. FP8 scales (``scale_a``, ``scale_b``): execute_scaled;
+    a Grouped() plan and its ``offsets``: execute_grouped."""
+    if offsets is not None or plan.execution == "grouped":
+        return execute_grouped(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias, scale_a=scale_a,
+                               scale_b=scale_b, offsets=offsets)
     if scale_a is not None or scale_b is not None:
         return execute_scaled(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias, scale_a=scale_a,
                               scale_b=scale_b)
@@ -354,6 +361,58 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
             BOUND_LAUNCHES.put(key, bound)
         bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, plan), handle,
                      0 if bv is None else bv.ptr, (sa.ptr if sa else 0, sb.ptr if sb else 0))
+    return c
+
+
+def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any,
+                    fusion: Fusion, bias: Any, scale_a: Any, scale_b: Any, offsets: Any) -> Any:
+    """execute() of a Grouped() descriptor (blasdx.kinds.grouped): C_g = alpha A_g B_g + beta C_g for the groups
+    of rows ``offsets`` cut A and C into (blasdx.runtime.groups). A call whose operands and offsets look as an earlier
+    one's (launch_signature, offsets_signature) takes that one's bound launch with its own pointers."""
+    if plan.execution != "grouped":
+        raise ArgumentError(f"offsets= cut the rows of a Grouped() descriptor's A into groups; this descriptor is "
+                            f"{plan.execution.capitalize()}(): use Grouped() (descriptor.replace(Grouped())), or "
+                            f"drop offsets")
+    cupy = cupy_module()
+    tensor = torch_tensor_type()
+    on_torch = tensor is not None and isinstance(c, tensor)
+    if on_torch and c.requires_grad:
+        check_torch_output(c)
+    for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if x is not None and not is_number(x):
+            raise ArgumentError(plan.scales_refusal("", "", False))
+        if x is not None:
+            alpha = alpha * number_scale(x, name)
+    signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
+    grouped = offsets_signature(cupy.ndarray, tensor if on_torch else None, offsets)
+    key = None if signature is None or grouped is None else (*signature[0], *grouped[0])
+    bound = BOUND_LAUNCHES.get(key) if key is not None else None
+    if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
+        pa, pb, pc, pbias = signature[1]  # type: ignore[index]
+        po, span_o, span_c = grouped[1], 4 * math.prod(grouped[0][1]), bound.spans[2]  # type: ignore[index]
+        if not bound.overlaps(pa, pb, pc, pbias) and not (span_c and pc < po + span_o and po < pc + span_c):
+            try:
+                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan),
+                             stream_handle(stream, c if on_torch else None), pbias, poffsets=po)
+                return c
+            except cupy.cuda.driver.CUDADriverError:
+                pass  # no current context in this thread: the path below makes it current
+    va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups)  # type: ignore[attr-defined]
+    scalar(alpha, plan, "alpha")  # ArgumentError before any compile
+    scalar(beta, plan, "beta")
+    bv = None if bias is None else group_bias_view(bias, vc, groups.groups)
+    fusion = fusion_for_bias(fusion, bv)
+    handle = stream_handle(stream, c if on_torch else None)
+    with cupy.cuda.Device(vc.device_id):
+        alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
+        loaded = kernel(aligned_plan(plan, alignment), fusion, vc.device_id)
+        if groups.rows == 0 or vc.shape[1] == 0:
+            return c
+        bound = bind(loaded, va, vb, vc, bv, groups=groups)
+        if key is not None:
+            BOUND_LAUNCHES.put(key, bound)
+        bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, plan), handle,
+                     0 if bv is None else bv.ptr, poffsets=groups.ptr)
     return c
 
 

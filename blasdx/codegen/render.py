@@ -246,8 +246,9 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
     """The complete source of the grid kernel behind a Grid() descriptor's ``execute()``."""
     ns = BATCHED_NAMESPACE
     tma = {}
-    if plan.tma:
-        tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0"), "b_tma": _tma_context(plan.tma_operand("b"), "col0"),
+    if plan.tma:  # A of a grouped kernel is one matrix (item 0); its B one a group
+        tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0", "0" if plan.grouped else "item"),
+               "b_tma": _tma_context(plan.tma_operand("b"), "col0", "item"),
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
     tma["cluster"] = plan.cluster
     return template("grid.cu.j2").render(
@@ -255,27 +256,27 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         tile_threads=plan.tile.threads, blocks_per_sm=plan.blocks_per_sm, kernel_name=name, swizzled=plan.tile.a.swizzle > 0,
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         overlapped=_overlapped(plan), tma=plan.tma, promotes=plan.tile.promote_k > 0, promotes_in_pairs=plan.tile.promotes_in_pairs, stages_c=plan.stages_c(fusion.has_epilogue),
-        c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, **tma,
-        **fusion_context(ns, fusion, grid=True, tma=plan.tma))
+        c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, grouped=plan.grouped,
+        max_groups=plan.max_groups, **tma, **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped))
 
 
-def _tma_context(operand: TmaOperand, origin: str) -> dict:
+def _tma_context(operand: TmaOperand, origin: str, item: str) -> dict:
     """What tma.cuh.j2 prints of one operand: its slabs and the box coordinates of slab 0
-    (``k0`` along k; ``origin``, the tile's row0 or col0, along m or n)."""
+    (``k0`` along k; ``origin``, the tile's row0 or col0, along m or n; ``item``, its batch item)."""
     inner, outer = ("k0", origin) if operand.k_inner else (origin, "k0")
     return {"slabs": operand.slabs, "slab_bytes": operand.slab_bytes, "slab_elements": operand.slab_elements,
             "slab_rows": operand.slab_rows, "swizzle": operand.swizzle, "split_rows": operand.k_inner,
-            "inner_origin": inner, "outer_origin": outer}
+            "inner_origin": inner, "outer_origin": outer, "item": item}
 
 
-def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False) -> dict:
+def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False, grouped: bool = False) -> dict:
     """What hooks.cuh.j2 and a kernel's parameter list print of ``fusion``."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
-                  for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled)]
+                  for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled, grouped)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
             "scale_block": PROMOTION_K, "grid": grid}

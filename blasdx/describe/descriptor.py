@@ -21,7 +21,7 @@ from ..arch import Instruction
 from ..errors import ArgumentError, CompositionError, DescriptorError, IncompleteDescriptorError
 from . import rules
 from .families import family_of, wgmma
-from .operands import arrangement_of, element_sizes_of, execution_of, is_complex_of, packs_of, precision_of, round_up
+from .operands import arrangement_of, element_sizes_of, execution_of, is_complex_of, is_tiled, packs_of, precision_of, round_up
 from .operators import OPERATOR_KINDS, SM, BitOp, Execution, Function, Operator, Size, Type, execution_operators
 from .traits import (
     extents_of,
@@ -388,8 +388,8 @@ class Descriptor:
 
     @property
     def is_grid(self) -> bool:
-        """Whether the descriptor has Grid(): a problem of any Size over many blocks."""
-        return self.execution == "Grid"
+        """Whether Size is a problem over many blocks, each computing tiles of C (Grid(), Grouped())."""
+        return is_tiled(self._ops)
 
     @cached_property
     def tile(self) -> MNK:
@@ -509,7 +509,7 @@ class Descriptor:
     def execute(self, a: Any, b: Any, c: Any, alpha: Any = 1, beta: Any = 0, *,
                 prologue: Any = None, epilogue: Any = None, a_load: Any = None, b_load: Any = None,
                 c_load: Any = None, c_store: Any = None, bias: Any = None, stream: Any = None,
-                scale_a: Any = None, scale_b: Any = None) -> Any:
+                scale_a: Any = None, scale_b: Any = None, offsets: Any = None) -> Any:
         """c = c_store(alpha * a_load(op(a)) @ b_load(op(b)) + beta * c_load(c) + bias), in
         place; returns c.
 
@@ -517,16 +517,18 @@ class Descriptor:
         expressions of ``x``; ``prologue`` sets a_load and b_load, ``epilogue`` is c_store.
         ``bias`` is an array with C's dtype that broadcasts to C's shape as in NumPy.
         ``scale_a`` and ``scale_b`` scale FP8 A and B: numbers, or float32 arrays per tensor, per
-        row of A / column of B, or blockwise (blasdx.runtime.scales)."""
+        row of A / column of B, or blockwise (blasdx.runtime.scales). ``offsets`` (Grouped()):
+        int32 on the device, group g of A's and C's rows ending at row offsets[g]
+        (blasdx.runtime.groups)."""
         if "plan" not in self.__dict__:  # planned once; later calls skip the checks
             self._require_executable("execute")
         pipeline = _pipeline_module or _pipeline()
-        if (bias is None and prologue is None and epilogue is None and a_load is None
-                and b_load is None and c_load is None and c_store is None and scale_a is None and scale_b is None):
+        if (bias is None and prologue is None and epilogue is None and a_load is None and b_load is None
+                and c_load is None and c_store is None and scale_a is None and scale_b is None and offsets is None):
             return pipeline.execute(self.plan, a, b, c, alpha, beta, stream=stream)
         fusion = pipeline.fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias is not None)
         return pipeline.execute(self.plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias,
-                                scale_a=scale_a, scale_b=scale_b)
+                                scale_a=scale_a, scale_b=scale_b, offsets=offsets)
 
 
 Operator.composition = Descriptor

@@ -22,6 +22,15 @@ def execution_of(ops: Operators) -> str | None:
     return None if op is None else op.name  # type: ignore[attr-defined]
 
 
+# The execution operators whose Size is a problem over many blocks, each computing tiles of C (Grid()'s kernel).
+TILED_EXECUTIONS = ("Grid", "Grouped")
+
+
+def is_tiled(ops: Operators) -> bool:
+    """Whether the execution operator runs Size over many blocks of tiles (Grid(), Grouped())."""
+    return execution_of(ops) in TILED_EXECUTIONS
+
+
 class GivenThreads(NamedTuple):
     threads: int
     source: str  # who gives them, for explain(): "BlockDim gives", "Warp() runs"

@@ -498,6 +498,15 @@ class Warp(Execution):
     fixed_threads: ClassVar[int | None] = 32
 
 
+class Grouped(Execution):
+    """Grouped(): one GEMM per group of rows of A (a mixture-of-experts layer's experts), on one persistent grid of
+    Grid()'s tiles: C_g = A_g B_g, A's and C's rows of group g from ``offsets`` on the device at each call
+    (torch._grouped_mm's: group g ends at row offsets[g]), B one matrix a group. Size(m, n, k) fixes n and k; m, the
+    rows of a typical group, only guides the suggested Tile."""
+
+    summary: ClassVar[str] = "Grouped() runs one GEMM per group of rows of A, each group's rows from offsets at the call"
+
+
 class Tile(Operator):
     """Tile(m, n, k): with Grid(), the block tile: each block computes m x n tiles of C, k of
     the inner dimension per step of its K loop (the block GEMM of Size(m, n, k))."""
@@ -540,5 +549,5 @@ class Stages(Operator):
 
 OPERATOR_KINDS: tuple[type[Operator], ...] = (
     Size, Precision, Type, Function, BitOp, Arrangement, TransposeMode, LeadingDimension,
-    Alignment, SM, InstructionFamily, Accumulation, Block, Grid, Warp, Tile, Stages, BlockDim,
+    Alignment, SM, InstructionFamily, Accumulation, Block, Grid, Warp, Grouped, Tile, Stages, BlockDim,
 )

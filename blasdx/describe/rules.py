@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from ..arch import BIT_AND_MIN_SM, shared_memory_limit
 from ..errors import DescriptorError, UnsupportedError
 from .families import family_named
-from .operands import arrangement_of, element_sizes_of, execution_of, is_complex_of, k_major, precision_of
+from .operands import arrangement_of, element_sizes_of, execution_of, is_complex_of, is_tiled, k_major, precision_of
 from .operators import Operator
 from .precision import PRECISIONS, PrecisionInfo
 from .traits import leading_dimension_of, shared_memory_parts_of, stored_rows
@@ -252,7 +252,7 @@ def _check_block_dim(ops: Mapping[str, Operator]) -> None:
 def _check_grid_whole_warps(ops: Mapping[str, Operator]) -> None:
     """Grid()'s kernel splits its threads into warps and warpgroups of copies and multiplies: a block
     ending in part of a warp leaves lanes out of that split (and ptxas spills for them)."""
-    if execution_of(ops) != "Grid" or "BlockDim" not in ops:
+    if not is_tiled(ops) or "BlockDim" not in ops:
         return
     threads = ops["BlockDim"].threads  # type: ignore[attr-defined]
     if threads % 32:
@@ -263,7 +263,7 @@ def _check_grid_whole_warps(ops: Mapping[str, Operator]) -> None:
 
 def _check_grid_operators(ops: Mapping[str, Operator]) -> None:
     for kind in ("Tile", "Stages"):
-        if kind in ops and execution_of(ops) != "Grid":
+        if kind in ops and not is_tiled(ops):
             raise DescriptorError(
                 f"{ops[kind]!r} describes the blocks of a grid-level GEMM; add Grid() (Size is then the whole "
                 f"problem), or remove {kind}"
@@ -271,7 +271,7 @@ def _check_grid_operators(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_grid_size(ops: Mapping[str, Operator]) -> None:
-    if execution_of(ops) != "Grid" or "Size" not in ops:
+    if not is_tiled(ops) or "Size" not in ops:
         return
     size = ops["Size"]
     big = [f"{name} = {getattr(size, name)}" for name in "mnk" if getattr(size, name) >= 2**31]
@@ -283,7 +283,7 @@ def _check_grid_size(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_grid_precision(ops: Mapping[str, Operator]) -> None:
-    packed = _packed(ops) if execution_of(ops) == "Grid" else None
+    packed = _packed(ops) if is_tiled(ops) else None
     if packed is not None:
         raise UnsupportedError(
             f"Grid() with {packed[3]}: the grid-level GEMM does not take packed int4 or binary operands yet "
@@ -292,7 +292,7 @@ def _check_grid_precision(ops: Mapping[str, Operator]) -> None:
 
 
 def _check_shared_memory(ops: Mapping[str, Operator]) -> None:
-    if not {"Size", "SM"} <= ops.keys() or execution_of(ops) in (None, "Grid"):  # Grid(): Size is the problem
+    if not {"Size", "SM"} <= ops.keys() or execution_of(ops) is None or is_tiled(ops):  # Size is the problem
         return
     parts = shared_memory_parts_of(ops)
     total = sum(parts.values())
@@ -319,7 +319,7 @@ _DEMANDS = {
 def _check_instruction_family(ops: Mapping[str, Operator]) -> None:
     """InstructionFamily(name) demands that family: every condition of it must hold (wgmma's, once
     Size gives the tile's shape)."""
-    if "InstructionFamily" not in ops or "SM" not in ops or execution_of(ops) == "Grid":
+    if "InstructionFamily" not in ops or "SM" not in ops or is_tiled(ops):
         return  # Grid(): its tile's Block() descriptor carries InstructionFamily and checks it
     name = ops["InstructionFamily"].value  # type: ignore[attr-defined]
     failed = [words for words, held in family_named(name).conditions(ops) if not held]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..arch import SWIZZLE_ALIGNMENT, shared_memory_limit
 from .families import FAMILIES, family_of
-from .operands import Operators, arrangement_of, element_sizes_of, packs_of, round_up
+from .operands import Operators, arrangement_of, element_sizes_of, execution_of, packs_of, round_up
 from .operators import Block, BlockDim, Operator, Size, Tile
 
 
@@ -76,8 +76,20 @@ def suggested_tile_of(ops: Operators) -> Tile:
     """The block tile a Grid() descriptor suggests: that of the first instruction family that can run
     its tiles (each family's ``suggested_tile``; the alternatives measured: benchmarks/RESULTS.md, Grid
     against cuBLAS and Fused epilogues)."""
+    if execution_of(ops) == "Grouped":
+        return _with_two_stages(ops, suggested_grouped_tile_of(ops))
     tile = next(tile for family in FAMILIES if (tile := family.suggested_tile(ops)) is not None)
     return _with_two_stages(ops, tile)
+
+
+def suggested_grouped_tile_of(ops: Operators) -> Tile:
+    """Grouped()'s tile: 128 rows (64 where Size's m, a typical group's rows, is at most 64), 256 columns where n has
+    them and A's values are 16-bit or wider (128 else: FP8's promoted partial sums need the registers), 128 bytes of
+    A's k deep. Its groups are a few rows to a few thousand: a tile fitted to the whole problem, as Grid()'s, would
+    waste most of a small group's (the alternatives measured: benchmarks/RESULTS.md, Grouped GEMM)."""
+    size, esize = ops["Size"], element_sizes_of(ops)["a"]
+    wide = size.n >= 256 and esize >= 2  # type: ignore[attr-defined]
+    return Tile(64 if size.m <= 64 else 128, 256 if wide else 128, max(8, 128 // esize))  # type: ignore[attr-defined]
 
 
 def _with_two_stages(ops: Operators, tile: Tile) -> Tile:

@@ -96,6 +96,8 @@ class GridPlan:
     """Everything the grid kernel prints, decided once from a Grid() descriptor."""
 
     execution: ClassVar[str] = "grid"  # blasdx.kinds.grid
+    grouped: ClassVar[bool] = False  # Grouped()'s plan (blasdx.kinds.grouped) says True
+    max_groups: ClassVar[int] = 0  # the most groups its kernel takes
 
     sm: int
     m: int
@@ -166,12 +168,17 @@ class GridPlan:
             per_block = self.kernel_shared_memory_size + BLOCK_RESERVED_SHARED
             fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
             return 2 if fits and fma_blocks_share_sm(self.tile, self.b.layout, self.is_complex, self.tiles) else 1
-        per_block = self.kernel_shared_memory_size + TMA_STATIC_SHARED + BLOCK_RESERVED_SHARED
+        per_block = self.kernel_shared_memory_size + self.static_shared_memory_size + BLOCK_RESERVED_SHARED
         accumulators = (self.tile.accumulator_size + self.tile.partial_sum_values) * self.accumulator_bytes // 4
         fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
         # ptxas compiles all of the kernel within its launch's registers (setmaxnreg adds none to the
         # code, it only keeps the producer's from the tile's), so those must hold the accumulators.
         return 2 if fits and self._launch_registers(2) >= accumulators + SPARE_REGISTERS else 1
+
+    @property
+    def static_shared_memory_size(self) -> int:
+        """Bytes of the TMA kernel's static shared memory, at most (its mbarriers)."""
+        return TMA_STATIC_SHARED
 
     @property
     def fma_c_read_ahead(self) -> int:

@@ -46,6 +46,8 @@ SCALE_PARAMETERS = (KernelParameter("scale_a", "const float*"),) + tuple(
     KernelParameter(name, "long long") for name in ("scale_a_batch_stride", "scale_a_row_stride", "scale_a_k_stride")) + (
     KernelParameter("scale_b", "const float*"),) + tuple(
     KernelParameter(name, "long long") for name in ("scale_b_batch_stride", "scale_b_k_stride", "scale_b_col_stride"))
+# Grouped()'s (its batch is the groups): the groups' ends in A's rows (int32 on the device) and A's rows.
+GROUP_PARAMETERS = (KernelParameter("offsets", "const void*"), KernelParameter("total_rows", "long long"))
 # The grid kernel's, last: the K loop's splits per tile (1: none) and split-K's workspace.
 GRID_PARAMETERS = (KernelParameter("splits", "long long"), KernelParameter("workspace", "void*"))
 # The TMA grid kernel's, after those: the tensor maps of A and B (blasdx.runtime.tensor_map).
@@ -53,10 +55,11 @@ TMA_PARAMETERS = (KernelParameter("a_map", "const __grid_constant__ blasdx::tens
                   KernelParameter("b_map", "const __grid_constant__ blasdx::tensor_map"))
 
 
-def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False, scaled: bool = False) -> tuple[KernelParameter, ...]:
-    """The batched (or grid) kernel's parameters, in order."""
+def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False, scaled: bool = False,
+                      grouped: bool = False) -> tuple[KernelParameter, ...]:
+    """The batched (or grid, or grouped) kernel's parameters, in order."""
     return (KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ()) + (SCALE_PARAMETERS if scaled else ())
-            + (GRID_PARAMETERS if grid else ()) + (TMA_PARAMETERS if tma else ()))
+            + (GROUP_PARAMETERS if grouped else ()) + (GRID_PARAMETERS if grid else ()) + (TMA_PARAMETERS if tma else ()))
 
 
 def keeps_c_in_registers(plan: GemmPlan) -> bool:

@@ -30,6 +30,7 @@ from .tensor_map import TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES, OperandLayout, T
 
 if TYPE_CHECKING:
     from ..codegen.hooks import Fusion
+    from .groups import GroupsView
     from .scales import ScaleView
 
 
@@ -113,9 +114,11 @@ class BoundLaunch:
     # Where the pointers of FP8 scales go (SCALE_PARAMETERS' scale_a and scale_b slots, in bytes); 0: none.
     scale_offsets: tuple[int, int] = (0, 0)
     scale_spans: tuple[int, int] = (0, 0)  # bytes the scales cover, for the per-call overlap check
+    # Where a grouped kernel's offsets pointer goes (GROUP_PARAMETERS' offsets slot, in bytes); 0: none.
+    offsets_offset: int = 0
 
     def launch(self, pa: int, pb: int, pc: int, scalars: bytes, stream: int, pbias: int = 0,
-               pscales: tuple[int, int] = (0, 0)) -> None:
+               pscales: tuple[int, int] = (0, 0), poffsets: int = 0) -> None:
         """Launch on data pointers, alpha and beta as their slots' bytes (``scalar_bytes``),
         on the raw stream handle ``stream``. Raises CuPy's CUDADriverError where the driver
         refuses (for one, no current context in this thread)."""
@@ -128,6 +131,8 @@ class BoundLaunch:
             if self.scale_offsets[0]:
                 _BIAS_POINTER.pack_into(arguments.values, self.scale_offsets[0], pscales[0])
                 _BIAS_POINTER.pack_into(arguments.values, self.scale_offsets[1], pscales[1])
+            if self.offsets_offset:
+                _BIAS_POINTER.pack_into(arguments.values, self.offsets_offset, poffsets)
             if self.workspace_bytes:
                 _SPLITS_AND_WORKSPACE.pack_into(arguments.values, self.splits_offset,
                                                 1 if workspace is None else self.splits,
@@ -172,7 +177,8 @@ class BoundLaunch:
 
 
 def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
-         bias: BiasView | None = None, scales: tuple[ScaleView | None, ScaleView | None] | None = None) -> BoundLaunch:
+         bias: BiasView | None = None, scales: tuple[ScaleView | None, ScaleView | None] | None = None,
+         groups: GroupsView | None = None) -> BoundLaunch:
     """The launch of ``kernel`` on checked operands. The batched kernel gets one block per item
     (up to MAX_GRID): the GPU's block scheduler then starts an item's copies the moment a block
     ends, where a persistent grid (as many blocks as the device runs at once, each looping over
@@ -180,13 +186,16 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     persistent: at most as many blocks as the device runs at once walk the tiles (and the
     splits of their K loops: ``GridPlan.splits``). The argument block holds every value that
     stays from call to call: the batch, the strides between items, the bias's strides and the
-    splits."""
+    splits. A grouped kernel's (``groups``: its offsets) batch is its groups, B's items; A and C are one
+    matrix each, and its blocks as many as the groups' tiles can be, at most those the GPU runs at once."""
     batch = 1 if va.batch is None else va.batch
     plan = kernel.plan
     work = plan.work(batch)  # blocks' worth of work without split-K
     splits = plan.splits(work, kernel.resident_blocks)
     strides = (v.strides[0] if v.batch is not None else 0 for v in (va, vb, vc))
     fixed = dict(zip((p.name for p in BATCH_PARAMETERS), (batch, *strides)))  # batch, stride_a, _b, _c
+    if groups is not None:
+        fixed.update(batch=groups.groups, offsets=groups.ptr, total_rows=groups.rows)
     if bias is not None:  # BIAS_PARAMETERS: the pointer (per call), then its strides
         fixed.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bias.strides))
     if scales is not None:  # SCALE_PARAMETERS: the pointers (per call), and the strides (one scale for every item)
@@ -201,12 +210,15 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     for index, parameter in enumerate(plain):
         if parameter.name in fixed:
             arguments.put_int64(index, fixed[parameter.name])
-    grid = plan.blocks(batch, kernel.resident_blocks, splits)
+    if groups is not None:
+        grid = plan.grouped_blocks(groups.rows, groups.groups, kernel.resident_blocks)  # type: ignore[attr-defined]
+    else:
+        grid = plan.blocks(batch, kernel.resident_blocks, splits)
     workspace_bytes = 0 if splits == 1 else plan.workspace_bytes(work, splits)
     tensor_maps = None
     if plan.tma:
-        assert isinstance(plan, GridPlan)  # the kind whose kernels take tensor maps
-        a_map, b_map = (TensorMap(operand_layout(plan, x, v, batch), address)
+        assert isinstance(plan, GridPlan)  # the kinds whose kernels take tensor maps
+        a_map, b_map = (TensorMap(operand_layout(plan, x, v, batch, groups is not None), address)
                         for x, v, address in zip("ab", (va, vb), arguments.map_addresses))
         tensor_maps = (a_map, b_map)
     return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits,
@@ -216,6 +228,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
                                       _SLOT * next((i for i, p in enumerate(plain) if p.name == "scale_b"), 0)),
                        scale_spans=(0, 0) if scales is None else tuple(0 if v is None else v.span_bytes  # type: ignore[arg-type]
                                                                       for v in scales),
+                       offsets_offset=_SLOT * next((i for i, p in enumerate(plain) if p.name == "offsets"), 0),
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
                        arguments=arguments,
                        dimensions=(kernel.function.ptr, grid, 1, 1, *kernel.compiled.block_dim,
@@ -223,12 +236,15 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
                        launch_kernel=cupy_module().cuda.driver.launchKernel)
 
 
-def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int) -> OperandLayout:
+def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int, grouped: bool = False) -> OperandLayout:
     """Operand ``name`` of a TMA grid launch as its tensor map sees it: the whole matrix (its
-    contiguous dimension first) of each of ``batch`` items, the box one slab of a stage."""
+    contiguous dimension first) of each of ``batch`` items, the box one slab of a stage. A grouped
+    launch's A is one matrix of the view's rows (row-major), its B one matrix a group (the view's items)."""
     whole, part = getattr(plan, name), plan.tma_operand(name)
     halved = plan.cluster and name == "b" and part.k_inner  # each block of a cluster copies half of B's rows
-    return OperandLayout(element_size=whole.element_size, inner=whole.inner, outer=whole.outer, batch=batch,
+    outer = view.shape[-2] if grouped and name == "a" else whole.outer
+    batch = (view.batch or 1) if grouped else batch
+    return OperandLayout(element_size=whole.element_size, inner=whole.inner, outer=outer, batch=batch,
                          ld=whole.ld, batch_stride=view.strides[0] if view.batch is not None else 0,
                          box_inner=part.slab_elements, box_outer=part.slab_rows // 2 if halved else part.slab_rows,
                          swizzle=part.swizzle)
@@ -298,6 +314,19 @@ class BoundLaunches:
 
     def __len__(self) -> int:
         return len(self._launches)
+
+
+def offsets_signature(ndarray: Any, tensor: Any, offsets: Any) -> tuple[tuple, int] | None:
+    """What a grouped call's offsets look like to the bound launches (the part of its key beside
+    ``launch_signature``'s), and their pointer; None where they are neither a CuPy array nor (with ``tensor``) a
+    PyTorch tensor."""
+    if type(offsets) is ndarray:
+        ptr = offsets.data.ptr
+        return ("offsets", offsets.shape, offsets.strides, offsets.dtype, offsets.data.device_id, ptr & 3), ptr
+    if tensor is not None and isinstance(offsets, tensor):
+        ptr = offsets.data_ptr()
+        return ("offsets", offsets.shape, offsets.stride(), offsets.dtype, offsets.get_device(), ptr & 3), ptr
+    return None
 
 
 def scales_signature(ndarray: Any, tensor: Any, scale_a: Any, scale_b: Any) -> tuple[tuple, tuple[int, int]] | None:

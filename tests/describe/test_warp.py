@@ -92,4 +92,4 @@ def test_explain_says_each_warp_runs_its_own_gemm():
     assert "scope: each warp of a block runs its own GEMM (Warp())" in text
     assert f"{WARPS_PER_BLOCK} warps a block ({32 * WARPS_PER_BLOCK} threads), one batch item a warp" in text
     assert warp_kernel_plan(with_alignment(WARP.plan, (16, 16, 16))).kernel_name in text
-    assert "add Block(), Grid() or Warp()" in (Size(8, 8, 8) + SM(900)).explain(width=0)
+    assert "add Block(), Grid(), Warp() or Grouped()" in (Size(8, 8, 8) + SM(900)).explain(width=0)

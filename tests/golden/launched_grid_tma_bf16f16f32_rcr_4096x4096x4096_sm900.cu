@@ -1336,12 +1336,15 @@ __device__ __forceinline__ void store_tile_quads(const accumulator& acc, const w
 }
 
 // C(row0 .., col0 ..) = c_store(alpha * acc + beta * c_load(C)) inside the problem (the edge tiles'
-// outputs past m or n are not written); C is the whole matrix of one batch item.
+// outputs past m or n are not written); C is the whole matrix of one batch item. `rows`: the tile's rows
+// to write where they end before the problem's (a group's, Grouped()); -1: rows_inside(row0).
 template <class CLoad = blasdx::identity, class CStore = blasdx::identity>
 __device__ __forceinline__ void store_block_tile(const accumulator& acc, c_t* c, int row0, int col0, const scalar_t& alpha,
-                                           const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {}) {
+                                           const scalar_t& beta, const CLoad& c_load = {}, const CStore& c_store = {},
+                                           int rows = -1) {
   c_t* c_tile = c + c_global(row0, col0);
-  const int rows = rows_inside(row0), cols = cols_inside(col0);
+  if (rows < 0) rows = rows_inside(row0);
+  const int cols = cols_inside(col0);
   // One copy of the epilogue for whole and edge tiles alike (each copy of a fused epilogue costs
   // compile time): a lane's values (v, v + 1) are the neighbours C(r, col) and C(r, col + 1),
   // written as one pair where C is row-major and aligned to two elements.

@@ -1,0 +1,117 @@
+"""Grouped(): one GEMM per group of rows of A (a mixture-of-experts layer's experts) on one persistent grid of
+Grid()'s TMA kernel (templates/grid.cu.j2 with templates/grouped.cuh.j2): C_g = A_g B_g for rows
+offsets[g - 1] .. offsets[g] of A (rows, k) and C (rows, n), B (groups, k, n) one matrix a group. The
+offsets stay on the device: one compiled kernel serves every routing, and no call waits for the GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, ClassVar
+
+from ..arch import BLOCK_RESERVED_SHARED, shared_memory_limit
+from ..codegen.render import render_grid_device_source, render_grid_kernel
+from ..errors import ArgumentError, UnsupportedError
+from ..plan import GridPlan, PlanOverrides, make_grid_plan
+from ..plan.block import name_stem
+from ..plan.explain import explain_grid
+from ..plan.grid import tma_runs
+from ..plan.kernel import KernelParameter, kernel_parameters
+from . import ExecutionKind
+
+if TYPE_CHECKING:
+    from ..describe.descriptor import Descriptor
+
+# The most groups a call takes (each block keeps their schedule in shared memory: GroupedPlan.static_shared_memory_size).
+MAX_GROUPS = 1024
+
+
+@dataclass(frozen=True)
+class GroupedPlan(GridPlan):
+    """A Grouped() descriptor's plan: Grid()'s TMA kernel over the tiles of every group, no split-K, no clusters.
+    Its ``m`` is Size's (a typical group's rows, which chose the tile); each call's rows come from A."""
+
+    execution: ClassVar[str] = "grouped"  # blasdx.kinds.grouped
+    grouped: ClassVar[bool] = True
+    max_groups: ClassVar[int] = MAX_GROUPS
+
+    @property
+    def cluster(self) -> bool:
+        return False  # a cluster's pair of tiles would straddle groups
+
+    @property
+    def static_shared_memory_size(self) -> int:
+        """The mbarriers and the groups' schedule (templates/grouped.cuh.j2's group_schedule)."""
+        return super().static_shared_memory_size + 4 * (2 * MAX_GROUPS + 1 + 32)
+
+    def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
+        return kernel_parameters(has_bias, grid=True, tma=True, scaled=scaled, grouped=True)
+
+    def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool) -> str:
+        return "FP8 scales on the device are not taken by Grouped() yet; pass numbers (folded into alpha)"
+
+    def tile_rows_bound(self, rows: int, groups: int) -> int:
+        """The most tile rows ``rows`` rows in ``groups`` groups make (each group's last tile may be part full)."""
+        return rows // self.tile.m + min(groups, rows)
+
+    def grouped_blocks(self, rows: int, groups: int, resident_blocks: int) -> int:
+        """Blocks of a launch: persistent, at most one per tile of the most the groups can have."""
+        return max(1, min(self.tile_rows_bound(rows, groups) * self.tiles_n, resident_blocks))
+
+    @property
+    def kernel_name(self) -> str:
+        t = self.tile
+        return f"{name_stem('grouped', self)}_tile{t.m}x{t.n}x{t.k}_s{self.stages}_t{self.threads}_{self.digest}"
+
+
+def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
+    """The plan of an executable Grouped() descriptor: Grid()'s plan of its tile, copied by TMA."""
+    grid = make_grid_plan(desc)
+    values = {f.name: getattr(grid, f.name) for f in fields(grid)}
+    plan = GroupedPlan(**{**values, "split_k": False, "item_block": None, "tma": True})
+    if not plan.tile.instruction.is_wgmma or not tma_runs(plan, 16, 16):
+        raise UnsupportedError(
+            f"Grouped() runs Grid()'s TMA kernel on wgmma tiles (SM 900, rows of A and B of whole 16 bytes, the "
+            f"precisions and layouts explain() lists for wgmma), but its tile runs {plan.tile.instruction.name}; "
+            f"change the descriptor to meet them, or use Grid() per group")
+    if plan.a.layout != "row_major" or plan.c.layout != "row_major":
+        raise UnsupportedError(f"Grouped() cuts the rows of A and C into groups, so both are row-major (rows of "
+                               f"contiguous k and n); this descriptor's A is {plan.a.layout} and C {plan.c.layout}: "
+                               f"use Arrangement('row_major', <B's>, 'row_major')")
+    limit = shared_memory_limit(plan.sm) + BLOCK_RESERVED_SHARED
+    while plan.stages > 2 and plan.kernel_shared_memory_size + plan.static_shared_memory_size + BLOCK_RESERVED_SHARED > limit:
+        plan = GroupedPlan(**{**{f.name: getattr(plan, f.name) for f in fields(plan)}, "stages": plan.stages - 1})
+    return plan
+
+
+def grouped_with_alignment(plan: GroupedPlan, alignment: tuple[int, int, int]) -> GroupedPlan:
+    """The plan itself (TMA copies every tile), where A and B start and step on 16 bytes, as TMA needs."""
+    if alignment[0] < 16 or alignment[1] < 16:
+        which = " and ".join(x for x, al in zip("AB", alignment) if al < 16)
+        raise ArgumentError(f"{which} must start (and step between rows and groups) on multiples of 16 bytes for "
+                            f"Grouped()'s TMA copies; pass contiguous arrays (x.contiguous() or cupy.ascontiguousarray)")
+    return plan
+
+
+def _plan(desc: Descriptor, overrides: PlanOverrides) -> GroupedPlan:
+    if not overrides.is_default:
+        raise UnsupportedError("PlanOverrides fix choices of Block() descriptors; a Grouped() descriptor takes its "
+                               "choices as operators (Tile, Stages, BlockDim)")
+    return make_grouped_plan(desc)
+
+
+def _launched(plan: GroupedPlan) -> GroupedPlan:
+    return plan
+
+
+def explain_grouped(desc: Descriptor, plan: GroupedPlan) -> list[str]:
+    """explain() of a Grouped() descriptor: how the groups are scheduled, then Grid()'s words for the tiles."""
+    lines = explain_grid(desc, plan)
+    return lines[:1] + [
+        f"groups: each call's offsets (int32 on the device, at most {MAX_GROUPS} groups) cut A's and C's rows into "
+        f"groups, each times its B; every tile of every group runs on one persistent grid (group by group), its rows "
+        f"past the group's end never written; Size's m ({plan.m}) only chose the tile"] + lines[1:]
+
+
+KIND = ExecutionKind(execution="grouped", plan=_plan, launched=_launched, aligned=grouped_with_alignment,
+                     render_kernel=render_grid_kernel, render_device_source=render_grid_device_source,
+                     explain=explain_grouped)

@@ -1,0 +1,221 @@
+"""Grouped() on a GPU (issue 48): C_g = alpha A_g B_g + beta C_g over groups of rows cut by int32 offsets on the
+device, against a float64 loop over the groups of the same (rounded) inputs; skewed, empty and one-row groups,
+1 to 1024 groups, bias per group and for all, hooks, a CUDA graph replayed on other offsets, beside
+torch._grouped_mm; bad arguments refused before launch and bad offsets' values stopped on the device.
+Marked ``gpu``."""
+
+from __future__ import annotations
+
+import pytest
+
+from blasdx import SM, ArgumentError, Arrangement, Grid, Grouped, Precision, Size
+
+from .gpu_support import assert_stops_with_a_trap
+
+pytestmark = pytest.mark.gpu
+
+RCR = Arrangement("row_major", "col_major", "row_major")
+RRR = Arrangement("row_major", "row_major", "row_major")
+BOUND = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1e-2}
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+def _dtype(torch, name):
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def _operands(torch, counts, n, k, prec=("bfloat16", "bfloat16", "bfloat16"), b_row_major=False, seed=0):
+    """A (rows, k), B (groups, k, n) (column-major per group unless ``b_row_major``) and the offsets of ``counts``."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    rows, groups = sum(counts), len(counts)
+    a = torch.randn(rows, k, device="cuda", generator=gen).to(_dtype(torch, prec[0]))
+    if b_row_major:
+        b = torch.randn(groups, k, n, device="cuda", generator=gen).to(_dtype(torch, prec[1]))
+    else:
+        b = torch.randn(groups, n, k, device="cuda", generator=gen).to(_dtype(torch, prec[1])).transpose(1, 2)
+    offsets = torch.tensor(counts, device="cuda").cumsum(0).to(torch.int32)
+    return a, b, offsets
+
+
+def _reference(torch, a, b, offsets, c0=None, alpha=1.0, beta=0.0, bias=None):
+    """float64 C of every group's rows; rows past the last offset keep c0 (None: NaN)."""
+    rows, n = a.shape[0], b.shape[2]
+    out = torch.full((rows, n), float("nan"), device="cuda", dtype=torch.float64) if c0 is None else c0.double().clone()
+    begin = 0
+    for g, end in enumerate(offsets.tolist()):
+        if end > begin:
+            value = alpha * (a[begin:end].double() @ b[g].double())
+            if beta:
+                value = value + beta * c0[begin:end].double()
+            if bias is not None:
+                value = value + (bias[g] if bias.dim() == 2 else bias).double()
+            out[begin:end] = value
+        begin = end
+    return out
+
+
+def _error(torch, c, ref):
+    inside = ~torch.isnan(ref)
+    assert bool(torch.isnan(c[~inside]).all()), "rows past the last group were written"
+    return float(torch.linalg.norm(c[inside].double() - ref[inside]) / torch.linalg.norm(ref[inside]))
+
+
+def _grouped(n, k, prec=("bfloat16", "bfloat16", "bfloat16"), m=256, arrangement=RCR):
+    return Size(m, n, k) + Precision(*prec) + arrangement + SM(900) + Grouped()
+
+
+SKEWED = [300, 0, 1, 77, 0, 129, 512, 3]  # empty, one-row and ragged groups
+
+
+@pytest.mark.parametrize("prec", [("bfloat16", "bfloat16", "bfloat16"), ("float16", "float16", "float32"),
+                                  ("bfloat16", "bfloat16", "float32"), ("float16", "float16", "float16")])
+def test_skewed_groups_every_output(prec):
+    torch = _torch()
+    n, k = 384, 320
+    a, b, offsets = _operands(torch, SKEWED + [40], n, k, prec)  # C has 40 rows past the last offset
+    offsets = offsets[:-1].contiguous()
+    b = b[:-1]
+    c = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=_dtype(torch, prec[2]))
+    _grouped(n, k, prec).execute(a, b, c, offsets=offsets)
+    assert _error(torch, c, _reference(torch, a, b, offsets)) <= BOUND[prec[2]]
+
+
+@pytest.mark.parametrize("bias_per_group", [True, False])
+def test_alpha_beta_bias_and_hooks(bias_per_group):
+    torch = _torch()
+    n, k = 256, 512
+    a, b, offsets = _operands(torch, SKEWED, n, k, ("float16", "float16", "float32"), seed=1)
+    groups = len(SKEWED)
+    bias = torch.randn(groups, n, device="cuda") if bias_per_group else torch.randn(n, device="cuda")
+    c0 = torch.randn(a.shape[0], n, device="cuda")
+    c = c0.clone()
+    _grouped(n, k, ("float16", "float16", "float32")).execute(a, b, c, alpha=2.0, beta=-0.5, offsets=offsets,
+                                                              bias=bias, epilogue="relu")
+    ref = torch.relu(_reference(torch, a, b, offsets, c0, 2.0, -0.5, bias))
+    assert _error(torch, c, ref) <= BOUND["float32"]
+
+
+@pytest.mark.parametrize("groups, rows", [(1, 1000), (1024, 3000), (7, 1000)], ids=["one", "1024", "seven"])
+def test_one_to_1024_groups(groups, rows):
+    torch = _torch()
+    gen = torch.Generator(device="cpu").manual_seed(groups)
+    cuts = torch.sort(torch.randint(0, rows + 1, (groups - 1,), generator=gen)).values.tolist()
+    counts = [end - begin for begin, end in zip([0] + cuts, cuts + [rows])]
+    n, k = 128, 128
+    a, b, offsets = _operands(torch, counts, n, k, seed=2)
+    c = torch.full((rows, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    _grouped(n, k, m=64).execute(a, b, c, offsets=offsets)
+    assert _error(torch, c, _reference(torch, a, b, offsets)) <= BOUND["bfloat16"]
+
+
+def test_row_major_b_and_all_rows_in_one_group_of_many():
+    torch = _torch()
+    n, k = 200, 264  # n not a multiple of the tile's
+    counts = [0, 0, 777, 0]
+    a, b, offsets = _operands(torch, counts, n, k, ("float16", "float16", "float32"), b_row_major=True, seed=3)
+    c = torch.full((777, n), float("nan"), device="cuda")
+    _grouped(n, k, ("float16", "float16", "float32"), arrangement=RRR).execute(a, b, c, offsets=offsets)
+    assert _error(torch, c, _reference(torch, a, b, offsets)) <= BOUND["float32"]
+
+
+def test_matches_torch_grouped_mm():
+    torch = _torch()
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip("torch without _grouped_mm")
+    n, k = 512, 1024
+    a, b, offsets = _operands(torch, [640, 8, 0, 1000, 352], n, k, seed=4)
+    c = torch.empty(a.shape[0], n, device="cuda", dtype=torch.bfloat16)
+    _grouped(n, k).execute(a, b, c, offsets=offsets)
+    theirs = torch._grouped_mm(a, b, offs=offsets)
+    assert float(torch.linalg.norm((c - theirs).double()) / torch.linalg.norm(theirs.double())) <= 1e-2
+
+
+def test_a_cuda_graph_replays_on_other_offsets():
+    """One kernel for every routing: the offsets' values are read on the device, so a captured launch serves
+    new ones."""
+    torch = _torch()
+    n, k = 256, 256
+    a, b, offsets = _operands(torch, [100, 200, 300, 400], n, k, seed=5)
+    c = torch.full((1000, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    desc = _grouped(n, k)
+    desc.execute(a, b, c, offsets=offsets)  # compiled and loaded before the capture
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        desc.execute(a, b, c, offsets=offsets)
+    for counts in ([1000, 0, 0, 0], [0, 1, 998, 1], [250, 250, 250, 250]):
+        offsets.copy_(torch.tensor(counts, device="cuda").cumsum(0))
+        c.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _error(torch, c, _reference(torch, a, b, offsets)) <= BOUND["bfloat16"]
+
+
+def test_a_bound_launch_takes_each_calls_offsets_and_pointers():
+    """The second call of a signature takes the bound launch: new offsets (values and arrays), new A, B and C, each
+    result right; C overlapping the offsets is refused there too."""
+    torch = _torch()
+    from blasdx.pipeline import BOUND_LAUNCHES
+
+    n, k = 256, 192
+    desc = _grouped(n, k)
+    for step, counts in enumerate(([50, 0, 450, 12], [0, 0, 0, 512], [128, 128, 128, 128])):
+        a, b, offsets = _operands(torch, counts, n, k, seed=10 + step)
+        c = torch.full((512, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        before = len(BOUND_LAUNCHES)
+        desc.execute(a, b, c, offsets=offsets)
+        if step:
+            assert len(BOUND_LAUNCHES) == before  # the bound launch ran
+        assert _error(torch, c, _reference(torch, a, b, offsets)) <= BOUND["bfloat16"]
+    both = torch.zeros(512 * n, device="cuda", dtype=torch.bfloat16)
+    inside = both[:8].view(torch.int32)  # four int32 offsets in C's memory
+    with pytest.raises(ArgumentError, match="C overlaps offsets"):
+        desc.execute(a, b, both.view(512, n), offsets=inside)
+
+
+def test_bad_arguments_are_refused_before_launch():
+    torch = _torch()
+    n, k = 128, 128
+    a, b, offsets = _operands(torch, [10, 20, 30], n, k, seed=6)
+    c = torch.full((60, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    desc = _grouped(n, k)
+    cases = [
+        (dict(offsets=offsets.long()), "int32"),
+        (dict(offsets=offsets[:2]), r"shape \(2,\) but B has 3 groups"),
+        (dict(offsets=offsets.cpu()), "cpu|host"),
+        (dict(offsets=None), "needs offsets="),
+        (dict(offsets=offsets, bias=torch.zeros(2, n, device="cuda", dtype=torch.bfloat16)), r"= \(3, 128\)"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ArgumentError, match=message):
+            desc.execute(a, b, c, **kwargs)
+    with pytest.raises(ArgumentError, match="C takes the rows of A"):
+        desc.execute(a, b, c[:50], offsets=offsets)
+    with pytest.raises(ArgumentError, match="use Grouped"):
+        (Size(60, n, k) + Precision("bfloat16", "bfloat16", "bfloat16") + RCR + SM(900) + Grid()).execute(
+            a, b[0], c, offsets=offsets)
+    assert bool(torch.isnan(c).all())  # nothing launched
+
+
+DECREASING = '''
+import torch
+from blasdx import SM, Arrangement, Grouped, Precision, Size
+a = torch.randn(100, 64, device="cuda").half()
+b = torch.randn(2, 64, 64, device="cuda").half()
+c = torch.empty(100, 64, device="cuda", dtype=torch.float16)
+desc = Size(64, 64, 64) + Precision("float16", "float16", "float16") + Arrangement("row_major", "row_major", "row_major") + SM(900) + Grouped()
+def launch():
+    desc.execute(a, b, c, offsets=torch.tensor([{first}, {second}], device="cuda", dtype=torch.int32))
+'''
+
+
+@pytest.mark.parametrize("first, second", [(60, 40), (60, 101)], ids=["decreasing", "past-the-rows"])
+def test_bad_offsets_values_stop_the_kernel(first, second):
+    _torch()
+    assert_stops_with_a_trap(DECREASING.format(first=first, second=second))
