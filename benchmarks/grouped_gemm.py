@@ -4,7 +4,7 @@ tokens x top-k rows), bf16, A (rows, K) row-major, B (E, K, N) column-major per 
 TFLOP/s of the routed rows' FLOPs, CUDA events, medians after warm-up, rounds alternating (the best round's).
 Needs PyTorch with CUDA; run on the GPU machine:
 
-    python3 benchmarks/grouped_gemm.py [--only REGEX] [--rounds 3] [--tile 128x256x64]
+    python3 benchmarks/grouped_gemm.py [--only REGEX] [--rounds 3] [--tile 128x256x64] [--products forward,dgrad,wgrad]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+from functools import partial
 
 from ab import report
 
@@ -58,13 +59,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tile", default="", help="a Tile (MxNxK) in place of the suggested one")
     parser.add_argument("--stages", type=int, default=0)
+    parser.add_argument("--products", default="forward",
+                        help="of forward (C = A B), dgrad (dA = dC B^T), wgrad (dB = A^T dC, Grouped('k')), comma-separated")
     args = parser.parse_args()
     import torch
 
     rows_out = []
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| case | rows a group | blasdx | torch._grouped_mm | ratio | dense same FLOPs | blasdx / dense | error vs torch |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| case | product | rows a group | blasdx | torch._grouped_mm | ratio | dense same FLOPs | blasdx / dense | "
+          "error vs torch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    bf16 = Precision("bfloat16", "bfloat16", "bfloat16")
     for name, experts, k, n, tokens, topk in CASES:
         if args.only and not re.search(args.only, name):
             continue
@@ -73,28 +78,42 @@ def main() -> None:
         offsets = counts.cumsum(0).to(torch.int32).cuda()
         a = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(experts, n, k, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-        c = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
-        desc = (Size(max(1, rows // experts), n, k) + Precision("bfloat16", "bfloat16", "bfloat16")
-                + Arrangement("row_major", "col_major", "row_major") + SM(900) + Grouped())
-        if args.tile:
-            desc = desc + Tile(*(int(x) for x in args.tile.split("x")))
-        if args.stages:
-            desc = desc + Stages(args.stages)
-        desc.execute(a, b, c, offsets=offsets)
-        theirs = torch._grouped_mm(a, b, offs=offsets)
-        error = float(torch.linalg.norm((c - theirs).float()) / torch.linalg.norm(theirs.float()))
-        dense_b = b[0]
-        ours, torch_ms, dense = [], [], []
-        for _ in range(args.rounds):
-            ours.append(timed(torch, lambda: desc.execute(a, b, c, offsets=offsets)))
-            torch_ms.append(timed(torch, lambda: torch._grouped_mm(a, b, offs=offsets)))
-            dense.append(timed(torch, lambda: torch.matmul(a, dense_b)))
-        flops = 2 * rows * k * n
-        t_ours, t_torch, t_dense = (flops / min(x) / 1e9 for x in (ours, torch_ms, dense))
-        print(f"| {name}: E={experts} K={k} N={n} rows={rows} | {int(counts.min())}-{int(counts.max())} | "
-              f"{t_ours:.0f} | {t_torch:.0f} | {t_ours / t_torch:.2f} | {t_dense:.0f} | {t_ours / t_dense:.2f} | "
-              f"{error:.1e} |", flush=True)
-        rows_out += [(f"{name} blasdx", t_ours, "TFLOP/s"), (f"{name} torch._grouped_mm", t_torch, "TFLOP/s")]
+        dc = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
+        typical = max(1, rows // experts)
+        # product: (descriptor, blasdx's operands and output, torch's operands)
+        products = {
+            "forward": (Size(typical, n, k) + bf16 + Arrangement("row_major", "col_major", "row_major") + SM(900)
+                        + Grouped(), (a, b, torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)), (a, b)),
+            "dgrad": (Size(typical, k, n) + bf16 + Arrangement("row_major", "row_major", "row_major") + SM(900)
+                      + Grouped(), (dc, b.transpose(1, 2), torch.empty(rows, k, device="cuda", dtype=torch.bfloat16)),
+                      (dc, b.transpose(1, 2))),
+            "wgrad": (Size(k, n, typical) + bf16 + Arrangement("col_major", "row_major", "row_major") + SM(900)
+                      + Grouped("k"), (a.t(), dc, torch.empty(experts, k, n, device="cuda", dtype=torch.bfloat16)),
+                      (a.t(), dc)),
+        }
+        for product in args.products.split(","):
+            desc, (x, y, out), (tx, ty) = products[product]
+            if args.tile:
+                desc = desc + Tile(*(int(v) for v in args.tile.split("x")))
+            if args.stages:
+                desc = desc + Stages(args.stages)
+            desc.execute(x, y, out, offsets=offsets)
+            theirs = torch._grouped_mm(tx, ty, offs=offsets)
+            error = float(torch.linalg.norm((out - theirs).float()) / torch.linalg.norm(theirs.float()))
+            same_flops = {"forward": (a, b[0]), "dgrad": (dc, b[0].t()), "wgrad": (a.t(), dc)}[product]
+            calls = (partial(desc.execute, x, y, out, offsets=offsets), partial(torch._grouped_mm, tx, ty, offs=offsets),
+                     partial(torch.matmul, *same_flops))
+            ours, torch_ms, dense = [], [], []
+            for _ in range(args.rounds):
+                for times, call in zip((ours, torch_ms, dense), calls):
+                    times.append(timed(torch, call))
+            flops = 2 * rows * k * n
+            t_ours, t_torch, t_dense = (flops / min(t) / 1e9 for t in (ours, torch_ms, dense))
+            print(f"| {name}: E={experts} K={k} N={n} rows={rows} | {product} | {int(counts.min())}-{int(counts.max())} "
+                  f"| {t_ours:.0f} | {t_torch:.0f} | {t_ours / t_torch:.2f} | {t_dense:.0f} | {t_ours / t_dense:.2f} | "
+                  f"{error:.1e} |", flush=True)
+            rows_out += [(f"{name} {product} blasdx", t_ours, "TFLOP/s"),
+                         (f"{name} {product} torch._grouped_mm", t_torch, "TFLOP/s")]
     report(rows_out)
 
 

@@ -397,7 +397,8 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
                 return c
             except cupy.cuda.driver.CUDADriverError:
                 pass  # no current context in this thread: the path below makes it current
-    va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups)  # type: ignore[attr-defined]
+    va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups,  # type: ignore[attr-defined]
+                                                plan.ragged_k)  # type: ignore[attr-defined]
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
     bv = None if bias is None else group_bias_view(bias, vc, groups.groups)

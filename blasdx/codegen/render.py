@@ -246,9 +246,10 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
     """The complete source of the grid kernel behind a Grid() descriptor's ``execute()``."""
     ns = BATCHED_NAMESPACE
     tma = {}
-    if plan.tma:  # A of a grouped kernel is one matrix (item 0); its B one a group
+    if plan.tma:  # a grouped kernel's A is one matrix (item 0), its B one a group (Grouped('k'): one matrix too)
+        ragged_k = getattr(plan, "ragged_k", False)
         tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0", "0" if plan.grouped else "item"),
-               "b_tma": _tma_context(plan.tma_operand("b"), "col0", "item"),
+               "b_tma": _tma_context(plan.tma_operand("b"), "col0", "0" if ragged_k else "item"),
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
     tma["cluster"] = plan.cluster
     return template("grid.cu.j2").render(
@@ -257,7 +258,8 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         overlapped=_overlapped(plan), tma=plan.tma, promotes=plan.tile.promote_k > 0, promotes_in_pairs=plan.tile.promotes_in_pairs, stages_c=plan.stages_c(fusion.has_epilogue),
         c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, grouped=plan.grouped,
-        max_groups=plan.max_groups, **tma, **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped))
+        ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, **tma,
+        **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped))
 
 
 def _tma_context(operand: TmaOperand, origin: str, item: str) -> dict:

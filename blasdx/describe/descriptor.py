@@ -21,7 +21,16 @@ from ..arch import Instruction
 from ..errors import ArgumentError, CompositionError, DescriptorError, IncompleteDescriptorError
 from . import rules
 from .families import family_of, wgmma
-from .operands import arrangement_of, element_sizes_of, execution_of, is_complex_of, is_tiled, packs_of, precision_of, round_up
+from .operands import (
+    arrangement_of,
+    element_sizes_of,
+    execution_of,
+    is_complex_of,
+    is_tiled,
+    packs_of,
+    precision_of,
+    round_up,
+)
 from .operators import OPERATOR_KINDS, SM, BitOp, Execution, Function, Operator, Size, Type, execution_operators
 from .traits import (
     extents_of,

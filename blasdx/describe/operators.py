@@ -499,12 +499,31 @@ class Warp(Execution):
 
 
 class Grouped(Execution):
-    """Grouped(): one GEMM per group of rows of A (a mixture-of-experts layer's experts), on one persistent grid of
-    Grid()'s tiles: C_g = A_g B_g, A's and C's rows of group g from ``offsets`` on the device at each call
-    (torch._grouped_mm's: group g ends at row offsets[g]), B one matrix a group. Size(m, n, k) fixes n and k; m, the
-    rows of a typical group, only guides the suggested Tile."""
+    """Grouped(ragged='m' | 'k'): one GEMM per group (a mixture-of-experts layer's experts) on one persistent grid
+    of Grid()'s tiles, the groups from ``offsets`` on the device at each call (torch._grouped_mm's: group g ends at
+    offsets[g]). 'm' (the default): C_g = A_g B_g, group g a run of A's and C's rows, B one matrix a group (the
+    forward product and the activations' gradient); Size(m, n, k) fixes n and k, and m, a typical group's rows,
+    only guides the suggested Tile. 'k': C_g = A_g B_g, group g a run of A's columns and B's rows (the weights'
+    gradient, A^T dC), C one matrix a group; Size fixes m and n, and k, a typical group's rows, guides the Tile."""
 
-    summary: ClassVar[str] = "Grouped() runs one GEMM per group of rows of A, each group's rows from offsets at the call"
+    summary: ClassVar[str] = "Grouped() runs one GEMM per group of rows, each group's rows from offsets at the call"
+
+    if TYPE_CHECKING:  # the positional signature, for type checkers (Operator.__init__ takes it)
+        def __init__(self, ragged: str = "m") -> None: ...
+    ragged: str = "m"
+
+    @field_validator("ragged", mode="before")
+    @classmethod
+    def _check(cls, v: object) -> str:
+        if v not in ("m", "k"):
+            raise ValueError(f"must be 'm' (groups of A's and C's rows) or 'k' (groups of A's columns and B's rows, "
+                             f"C one matrix a group), got {v!r}")
+        return v  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return "Grouped()" if self.ragged == "m" else f"Grouped({self.ragged!r})"
+
+    __str__ = __repr__
 
 
 class Tile(Operator):

@@ -89,6 +89,7 @@ def suggested_grouped_tile_of(ops: Operators) -> Tile:
     waste most of a small group's (the alternatives measured: benchmarks/RESULTS.md, Grouped GEMM)."""
     size, esize = ops["Size"], element_sizes_of(ops)["a"]
     wide = size.n >= 256 and esize >= 2  # type: ignore[attr-defined]
+    # Grouped('k'): m is the weights' rows, fixed; k a typical group's rows, which the K loop walks
     return Tile(64 if size.m <= 64 else 128, 256 if wide else 128, max(8, 128 // esize))  # type: ignore[attr-defined]
 
 

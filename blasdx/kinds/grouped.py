@@ -5,7 +5,7 @@ offsets stay on the device: one compiled kernel serves every routing, and no cal
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, shared_memory_limit
@@ -14,7 +14,7 @@ from ..errors import ArgumentError, UnsupportedError
 from ..plan import GridPlan, PlanOverrides, make_grid_plan
 from ..plan.block import name_stem
 from ..plan.explain import explain_grid
-from ..plan.grid import tma_runs
+from ..plan.grid import MAX_SUGGESTED_STAGES, suggested_stages, tma_runs
 from ..plan.kernel import KernelParameter, kernel_parameters
 from . import ExecutionKind
 
@@ -33,6 +33,9 @@ class GroupedPlan(GridPlan):
     execution: ClassVar[str] = "grouped"  # blasdx.kinds.grouped
     grouped: ClassVar[bool] = True
     max_groups: ClassVar[int] = MAX_GROUPS
+    # Grouped('k'): the groups cut k (A's columns, B's rows; C one matrix a group): each tile's K loop walks its
+    # group's rows, the last K tile's rows past the group zeroed in shared memory. Else they cut A's and C's rows.
+    ragged_k: bool = False
 
     @property
     def cluster(self) -> bool:
@@ -54,8 +57,10 @@ class GroupedPlan(GridPlan):
         return rows // self.tile.m + min(groups, rows)
 
     def grouped_blocks(self, rows: int, groups: int, resident_blocks: int) -> int:
-        """Blocks of a launch: persistent, at most one per tile of the most the groups can have."""
-        return max(1, min(self.tile_rows_bound(rows, groups) * self.tiles_n, resident_blocks))
+        """Blocks of a launch: persistent, at most one per tile of the most the groups can have (Grouped('k'): the
+        tiles of every group's C)."""
+        tiles = groups * self.tiles if self.ragged_k else self.tile_rows_bound(rows, groups) * self.tiles_n
+        return max(1, min(tiles, resident_blocks))
 
     @property
     def kernel_name(self) -> str:
@@ -67,19 +72,27 @@ def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
     """The plan of an executable Grouped() descriptor: Grid()'s plan of its tile, copied by TMA."""
     grid = make_grid_plan(desc)
     values = {f.name: getattr(grid, f.name) for f in fields(grid)}
-    plan = GroupedPlan(**{**values, "split_k": False, "item_block": None, "tma": True})
+    ragged_k = desc.operator_map["Execution"].ragged == "k"  # type: ignore[attr-defined]
+    plan = GroupedPlan(**{**values, "split_k": False, "item_block": None, "tma": True, "ragged_k": ragged_k})
     if not plan.tile.instruction.is_wgmma or not tma_runs(plan, 16, 16):
         raise UnsupportedError(
             f"Grouped() runs Grid()'s TMA kernel on wgmma tiles (SM 900, rows of A and B of whole 16 bytes, the "
             f"precisions and layouts explain() lists for wgmma), but its tile runs {plan.tile.instruction.name}; "
             f"change the descriptor to meet them, or use Grid() per group")
-    if plan.a.layout != "row_major" or plan.c.layout != "row_major":
+    if ragged_k and (plan.a.layout != "col_major" or plan.b.layout != "row_major"):
+        raise UnsupportedError(f"Grouped('k') cuts A's columns and B's rows into groups, so A is column-major and B "
+                               f"row-major (their k the slowest: A = X.T of row-major activations X, B = dC); this "
+                               f"descriptor's A is {plan.a.layout} and B {plan.b.layout}: use "
+                               f"Arrangement('col_major', 'row_major', <C's>)")
+    if not ragged_k and (plan.a.layout != "row_major" or plan.c.layout != "row_major"):
         raise UnsupportedError(f"Grouped() cuts the rows of A and C into groups, so both are row-major (rows of "
                                f"contiguous k and n); this descriptor's A is {plan.a.layout} and C {plan.c.layout}: "
-                               f"use Arrangement('row_major', <B's>, 'row_major')")
+                               f"use Arrangement('row_major', <B's>, 'row_major'), or Grouped('k') for groups of k")
+    if ragged_k and "Stages" not in desc.operator_map:  # Size's k only suggests a group's rows: as many as fit
+        plan = replace(plan, stages=suggested_stages(plan.tile.shared_memory_size, MAX_SUGGESTED_STAGES, plan.sm))
     limit = shared_memory_limit(plan.sm) + BLOCK_RESERVED_SHARED
     while plan.stages > 2 and plan.kernel_shared_memory_size + plan.static_shared_memory_size + BLOCK_RESERVED_SHARED > limit:
-        plan = GroupedPlan(**{**{f.name: getattr(plan, f.name) for f in fields(plan)}, "stages": plan.stages - 1})
+        plan = replace(plan, stages=plan.stages - 1)
     return plan
 
 
@@ -106,10 +119,16 @@ def _launched(plan: GroupedPlan) -> GroupedPlan:
 def explain_grouped(desc: Descriptor, plan: GroupedPlan) -> list[str]:
     """explain() of a Grouped() descriptor: how the groups are scheduled, then Grid()'s words for the tiles."""
     lines = explain_grid(desc, plan)
-    return lines[:1] + [
-        f"groups: each call's offsets (int32 on the device, at most {MAX_GROUPS} groups) cut A's and C's rows into "
-        f"groups, each times its B; every tile of every group runs on one persistent grid (group by group), its rows "
-        f"past the group's end never written; Size's m ({plan.m}) only chose the tile"] + lines[1:]
+    if plan.ragged_k:
+        groups = (f"groups: each call's offsets (int32 on the device, at most {MAX_GROUPS} groups) cut A's columns and "
+                  f"B's rows (k) into groups, each group's product its own C; each tile's K loop walks its group's "
+                  f"rows, the last K tile's rows past the group zeroed before its multiply (an empty group's C is "
+                  f"beta * C); Size's k ({plan.k}) only chose the tile")
+    else:
+        groups = (f"groups: each call's offsets (int32 on the device, at most {MAX_GROUPS} groups) cut A's and C's "
+                  f"rows into groups, each times its B; every tile of every group runs on one persistent grid (group by "
+                  f"group), its rows past the group's end never written; Size's m ({plan.m}) only chose the tile")
+    return lines[:1] + [groups] + lines[1:]
 
 
 KIND = ExecutionKind(execution="grouped", plan=_plan, launched=_launched, aligned=grouped_with_alignment,

@@ -29,13 +29,15 @@ class GroupsView:
     keepalive: Any
 
 
-def check_grouped_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any, offsets: Any,
-                           max_groups: int) -> tuple[MatrixView, MatrixView, MatrixView, GroupsView]:
-    """A (rows, k), B (groups, k, n) and C (rows, n) against the plan, and the offsets against them; raise
-    ArgumentError naming the fix."""
+def check_grouped_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any, offsets: Any, max_groups: int,
+                           ragged_k: bool = False) -> tuple[MatrixView, MatrixView, MatrixView, GroupsView]:
+    """A (rows, k), B (groups, k, n) and C (rows, n) against the plan (``ragged_k``, Grouped('k'): A (m, rows),
+    B (rows, n), C (groups, m, n)), and the offsets against them; raise ArgumentError naming the fix."""
     va = matrix_view(a, plan, plan.a)
     vb = matrix_view(b, plan, plan.b)
     vc = matrix_view(c, plan, plan.c)
+    if ragged_k:
+        return _check_ragged_k(plan, va, vb, vc, offsets, max_groups)
     if len(va.shape) != 2 or len(vc.shape) != 2:
         raise ArgumentError(f"Grouped() takes A (rows, k) and C (rows, n), each 2-D: their rows are cut into groups; "
                             f"got A {va.shape}, C {vc.shape}")
@@ -51,6 +53,32 @@ def check_grouped_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any, offsets
     check_layout(vb, plan.b)
     groups = vb.shape[0]
     view = groups_view(offsets, groups, rows, vc.device_id, max_groups)
+    _check_devices_and_overlaps(va, vb, vc, view)
+    return va, vb, vc, view
+
+
+def _check_ragged_k(plan: DescriptorPlan, va: MatrixView, vb: MatrixView, vc: MatrixView, offsets: Any,
+                    max_groups: int) -> tuple[MatrixView, MatrixView, MatrixView, GroupsView]:
+    """Grouped('k'): A (m, rows), B (rows, n), C (groups, m, n)."""
+    if len(va.shape) != 2 or len(vb.shape) != 2:
+        raise ArgumentError(f"Grouped('k') takes A (m, rows) and B (rows, n), each 2-D: their rows (A's columns) are "
+                            f"cut into groups; got A {va.shape}, B {vb.shape}")
+    if len(vc.shape) != 3:
+        raise ArgumentError(f"Grouped('k') takes C (groups, m, n), one matrix a group; got C {vc.shape}")
+    rows = va.shape[1]
+    if vb.shape[0] != rows:
+        raise ArgumentError(f"A has {rows} columns but B has {vb.shape[0]} rows; both are the groups' rows (k)")
+    if rows >= 2**31:
+        raise ArgumentError(f"A has {rows} columns, 2**31 or more; the kernel counts rows in an int: split the call")
+    check_layout(va, replace(plan.a, cols=rows, outer=rows))  # column-major: its columns are the outer runs
+    check_layout(vb, replace(plan.b, rows=rows, outer=rows))  # row-major: its rows are
+    check_layout(vc, plan.c)
+    view = groups_view(offsets, vc.shape[0], rows, vc.device_id, max_groups)
+    _check_devices_and_overlaps(va, vb, vc, view)
+    return va, vb, vc, view
+
+
+def _check_devices_and_overlaps(va: MatrixView, vb: MatrixView, vc: MatrixView, view: GroupsView) -> None:
     if len({v.device_id for v in (va, vb, vc)}) != 1:
         raise ArgumentError(f"A, B and C are on different devices ({va.device_id}, {vb.device_id}, {vc.device_id}); "
                             f"move them to one device")
@@ -58,7 +86,6 @@ def check_grouped_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any, offsets
                             ("offsets", view.ptr, view.span_bytes)):
         if vc.span_bytes and span and vc.ptr < ptr + span and ptr < vc.ptr + vc.span_bytes:
             raise ArgumentError(f"C overlaps {name} in memory; the output must not alias an input, pass a separate C")
-    return va, vb, vc, view
 
 
 def groups_view(offsets: Any, groups: int, rows: int, device_id: int, max_groups: int) -> GroupsView:
@@ -72,8 +99,8 @@ def groups_view(offsets: Any, groups: int, rows: int, device_id: int, max_groups
         raise ArgumentError(f"offsets have dtype {dtype.name}; they are int32: offsets.to(torch.int32) (PyTorch) or "
                             f"offsets.astype(cupy.int32)")
     if tuple(shape) != (groups,):
-        raise ArgumentError(f"offsets have shape {tuple(shape)} but B has {groups} groups (B's first dimension); "
-                            f"give one offset a group, shape ({groups},)")
+        raise ArgumentError(f"offsets have shape {tuple(shape)} but there are {groups} groups (B's first dimension; "
+                            f"C's for Grouped('k')); give one offset a group, shape ({groups},)")
     if not 1 <= groups <= max_groups:
         raise ArgumentError(f"B has {groups} groups; Grouped() takes 1 to {max_groups}: split the groups over calls")
     if byte_strides is not None and tuple(byte_strides) != _contiguous_strides(tuple(shape), 4) and groups > 1:

@@ -239,10 +239,11 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
 def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int, grouped: bool = False) -> OperandLayout:
     """Operand ``name`` of a TMA grid launch as its tensor map sees it: the whole matrix (its
     contiguous dimension first) of each of ``batch`` items, the box one slab of a stage. A grouped
-    launch's A is one matrix of the view's rows (row-major), its B one matrix a group (the view's items)."""
+    launch's operands are the views' own: their outer extent the call's (the rows the groups cut), their
+    items the view's (B's groups, or one)."""
     whole, part = getattr(plan, name), plan.tma_operand(name)
     halved = plan.cluster and name == "b" and part.k_inner  # each block of a cluster copies half of B's rows
-    outer = view.shape[-2] if grouped and name == "a" else whole.outer
+    outer = (view.shape[-2] if whole.layout == "row_major" else view.shape[-1]) if grouped else whole.outer
     batch = (view.batch or 1) if grouped else batch
     return OperandLayout(element_size=whole.element_size, inner=whole.inner, outer=outer, batch=batch,
                          ld=whole.ld, batch_stride=view.strides[0] if view.batch is not None else 0,

@@ -82,7 +82,7 @@ def test_the_schedule_fits_beside_the_stages():
 ])
 def test_what_grouped_cannot_run_is_refused_with_the_fix(desc, message):
     with pytest.raises(UnsupportedError, match=message):
-        desc.plan
+        _ = desc.plan
 
 
 def test_explain_says_how_the_groups_run():
@@ -152,7 +152,7 @@ def _arrays(**changes):
 
 @pytest.mark.parametrize("changes, message", [
     (dict(offsets=_Interface((GROUPS,), np.int64, 0x4000000)), "offsets have dtype int64; they are int32"),
-    (dict(offsets=_Interface((GROUPS - 1,), np.int32, 0x4000000)), r"shape \(7,\) but B has 8 groups"),
+    (dict(offsets=_Interface((GROUPS - 1,), np.int32, 0x4000000)), r"shape \(7,\) but there are 8 groups"),
     (dict(offsets=_Interface((GROUPS,), np.int32, 0x4000000, strides=(8,))), "not contiguous"),
     (dict(offsets=_Interface((GROUPS,), np.int32, 0xD4000000)), "offsets are on device 1"),
     (dict(offsets=None), "needs offsets="),
@@ -188,3 +188,48 @@ def test_offsets_belong_to_grouped_descriptors(no_gpu):
         desc = Size(rows, N, K) + Precision("float16", "float16", "float32") + RCR + SM(900) + other
         with pytest.raises(ArgumentError, match=r"use Grouped\(\)"):
             desc.execute(arrays["a"], arrays["b"], arrays["c"], offsets=arrays["offsets"])
+
+
+# --- Grouped('k'): groups of k, the weights' gradient -------------------------------------------
+
+CRR = Arrangement("col_major", "row_major", "row_major")
+
+
+def test_grouped_k_walks_each_groups_rows_in_its_k_loop():
+    desc = Size(2048, 1536, 128) + BF16 + CRR + SM(900) + Grouped("k")
+    plan = desc.plan
+    assert plan.ragged_k and repr(desc.operator_map["Execution"]) == "Grouped('k')"
+    assert plan.stages == 4  # Size's k is a typical group's rows, not the K loop's length
+    assert plan.grouped_blocks(10_000, 8, 132) == min(132, 8 * plan.tiles)
+    assert "the last K tile's rows past the group zeroed" in desc.explain(width=0)
+    with pytest.raises(UnsupportedError, match=r"A is column-major and B row-major"):
+        _ = (Size(2048, 1536, 128) + BF16 + RCR + SM(900) + Grouped("k")).plan
+
+
+@pytest.mark.parametrize("precision, m, n", [(Precision("bfloat16", "bfloat16", "float32"), 320, 384),
+                                             (Precision("float16", "float16", "float16"), 64, 64)])
+def test_grouped_k_kernels_compile_without_spills(precision, m, n):
+    desc = Size(m, n, 128) + precision + CRR + SM(900) + Grouped("k")
+    plan = desc.plan
+    for f in (NO_FUSION, fusion(desc, None, "relu", None, None, None, None, True)):
+        name = kernel_name(launched_plan(plan), f)
+        source = kernel_source(plan, f)
+        assert "zero_k_tail(const_cast<unsigned char*>(stage), k_last)" in source and "schedule_groups" not in source
+        _, log = nvrtc_compile(source, options_for(900, ("-Xptxas", "-v")), name)
+        assert "C75" not in log, log
+        assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log
+
+
+@pytest.mark.parametrize("shapes, message", [
+    (((64, 1000), (1000, 96), (1000, 96)), r"C \(groups, m, n\)"),
+    (((64, 1000), (999, 96), (GROUPS, 64, 96)), "A has 1000 columns but B has 999 rows"),
+    (((64, 1000), (1000, 96), (GROUPS - 1, 64, 96)), r"shape \(8,\) but there are 7 groups"),
+])
+def test_bad_grouped_k_arguments_are_refused(no_gpu, shapes, message):
+    desc = Size(64, 96, 128) + Precision("float16", "float16", "float32") + CRR + SM(900) + Grouped("k")
+    (sa, sb, sc) = shapes
+    a = _Interface(sa, np.float16, 0x1000000, strides=(2, 2 * sa[0]))  # column-major (X.T)
+    b = _Interface(sb, np.float16, 0x2000000)
+    c = _Interface(sc, np.float32, 0x3000000)
+    with pytest.raises(ArgumentError, match=message):
+        desc.execute(a, b, c, offsets=_Interface((GROUPS,), np.int32, 0x4000000))

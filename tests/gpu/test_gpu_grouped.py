@@ -136,6 +136,54 @@ def test_matches_torch_grouped_mm():
     assert float(torch.linalg.norm((c - theirs).double()) / torch.linalg.norm(theirs.double())) <= 1e-2
 
 
+def test_the_activations_gradient_is_a_grouped_product_of_b_transposed():
+    """dA_g = dC_g B_g^T: Grouped() on B's transpose (the same memory, row-major per group)."""
+    torch = _torch()
+    n, k = 384, 256  # the forward's: A (rows, k), B (E, k, n)
+    a, b, offsets = _operands(torch, SKEWED, n, k, seed=7)
+    dc = torch.randn(a.shape[0], n, device="cuda", dtype=torch.bfloat16)
+    da = torch.full((a.shape[0], k), float("nan"), device="cuda", dtype=torch.float32)
+    desc = Size(256, k, n) + Precision("bfloat16", "bfloat16", "float32") + RRR + SM(900) + Grouped()
+    desc.execute(dc, b.transpose(1, 2), da, offsets=offsets)
+    assert _error(torch, da, _reference(torch, dc, b.transpose(1, 2), offsets)) <= BOUND["float32"]
+
+
+def _ragged_k_reference(torch, a, b, offsets, c0, alpha=1.0, beta=0.0):
+    out = c0.double().clone() * beta
+    begin = 0
+    for g, end in enumerate(offsets.tolist()):
+        out[g] += alpha * (a[:, begin:end].double() @ b[begin:end].double())
+        begin = end
+    return out
+
+
+@pytest.mark.parametrize("prec", [("bfloat16", "bfloat16", "float32"), ("float16", "float16", "float16")])
+def test_the_weights_gradient_groups_k(prec):
+    """dB_g = X_g^T dC_g (Grouped('k')): A = X.T (m, rows) column-major, B = dC (rows, n) row-major, C (E, m, n);
+    groups of any rows (the last K tile's rows past the group zeroed), an empty group's C scaled by beta."""
+    torch = _torch()
+    m, n = 320, 384
+    counts = [300, 0, 1, 77, 0, 129, 64, 3]
+    rows, groups = sum(counts), len(counts)
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    x = torch.randn(rows, m, device="cuda", generator=gen).to(_dtype(torch, prec[0]))
+    dc = torch.randn(rows, n, device="cuda", generator=gen).to(_dtype(torch, prec[1]))
+    offsets = torch.tensor(counts, device="cuda").cumsum(0).to(torch.int32)
+    c0 = torch.randn(groups, m, n, device="cuda").to(_dtype(torch, prec[2]))
+    c = c0.clone()
+    desc = (Size(m, n, 128) + Precision(*prec) + Arrangement("col_major", "row_major", "row_major") + SM(900)
+            + Grouped("k"))
+    desc.execute(x.t(), dc, c, alpha=2.0, beta=0.5, offsets=offsets)
+    ref = _ragged_k_reference(torch, x.t(), dc, offsets, c0, 2.0, 0.5)
+    assert float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref)) <= BOUND[prec[2]]
+    assert torch.equal(c[1], (c0[1].double() * 0.5).to(c.dtype))  # an empty group: beta * C
+    if hasattr(torch, "_grouped_mm") and prec[0] == "bfloat16":
+        theirs = torch._grouped_mm(x.t(), dc, offs=offsets)
+        c.zero_()
+        desc.execute(x.t(), dc, c, offsets=offsets)
+        assert float(torch.linalg.norm((c - theirs).double()) / torch.linalg.norm(theirs.double())) <= 4e-3  # theirs bf16
+
+
 def test_a_cuda_graph_replays_on_other_offsets():
     """One kernel for every routing: the offsets' values are read on the device, so a captured launch serves
     new ones."""
@@ -187,7 +235,7 @@ def test_bad_arguments_are_refused_before_launch():
     desc = _grouped(n, k)
     cases = [
         (dict(offsets=offsets.long()), "int32"),
-        (dict(offsets=offsets[:2]), r"shape \(2,\) but B has 3 groups"),
+        (dict(offsets=offsets[:2]), r"shape \(2,\) but there are 3 groups"),
         (dict(offsets=offsets.cpu()), "cpu|host"),
         (dict(offsets=None), "needs offsets="),
         (dict(offsets=offsets, bias=torch.zeros(2, n, device="cuda", dtype=torch.bfloat16)), r"= \(3, 128\)"),
@@ -215,7 +263,20 @@ def launch():
 '''
 
 
+RAGGED_K = '''
+import torch
+from blasdx import SM, Arrangement, Grouped, Precision, Size
+x = torch.randn(100, 64, device="cuda").half()
+dc = torch.randn(100, 64, device="cuda").half()
+c = torch.empty(2, 64, 64, device="cuda", dtype=torch.float32)
+desc = Size(64, 64, 64) + Precision("float16", "float16", "float32") + Arrangement("col_major", "row_major", "row_major") + SM(900) + Grouped("k")
+def launch():
+    desc.execute(x.t(), dc, c, offsets=torch.tensor([{first}, {second}], device="cuda", dtype=torch.int32))
+'''
+
+
+@pytest.mark.parametrize("script", [DECREASING, RAGGED_K], ids=["rows", "k"])
 @pytest.mark.parametrize("first, second", [(60, 40), (60, 101)], ids=["decreasing", "past-the-rows"])
-def test_bad_offsets_values_stop_the_kernel(first, second):
+def test_bad_offsets_values_stop_the_kernel(script, first, second):
     _torch()
-    assert_stops_with_a_trap(DECREASING.format(first=first, second=second))
+    assert_stops_with_a_trap(script.format(first=first, second=second))
