@@ -31,12 +31,13 @@ from typing import Any
 import torch
 
 from .describe.descriptor import Descriptor
-from .describe.operators import OPERATOR_KINDS, SM, Arrangement, LeadingDimension, Precision, Size
+from .describe.operators import OPERATOR_KINDS, SM, Arrangement, Grouped, LeadingDimension, Precision, Size
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError
 from .runtime.scales import is_number, number_scale
 
-__all__ = ["gemm", "DIFFERENTIABLE_EPILOGUES", "check_differentiable", "descriptor_key", "descriptor_from_key"]
+__all__ = ["gemm", "grouped_gemm", "DIFFERENTIABLE_EPILOGUES", "check_differentiable", "check_grouped_differentiable",
+           "descriptor_key", "descriptor_from_key"]
 
 # Epilogues whose derivative the backward applies (from the output y, or for gelu from z).
 DIFFERENTIABLE_EPILOGUES = ("identity", "negate", "relu", "gelu", "sigmoid", "tanh")
@@ -265,3 +266,132 @@ def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, c, bias)):
             check_differentiable(desc, epilogue or "")  # before any work
     return torch.ops.blasdx.gemm(key, a, b, c, float(alpha), float(beta), bias, epilogue or "", scales[0], scales[1])
+
+
+# --- Grouped(): the mixture-of-experts op ----------------------------------------------------
+#   out = grouped_gemm(GEMM, a, b, offsets, bias=bias, epilogue="relu")   # out[rows of g] = epilogue(alpha a_g @ b_g + bias_g)
+# with gradients by Grouped() GEMMs too: da_g = alpha dz_g b_g^T (Grouped() on b's transpose) and
+# db_g = alpha a_g^T dz_g (Grouped('k')); dbias the sum of dz over each group's rows. Rows past the last offset are
+# zero in out and in da. The offsets (int32 on the device) are never read on the host: no synchronisation.
+
+_GROUPED_EPILOGUES = ("identity", "negate", "relu", "sigmoid", "tanh")  # those whose derivative needs no GEMM
+
+
+def _grouped_out(desc: Descriptor, a: torch.Tensor) -> torch.Tensor:
+    return torch.zeros((a.shape[0], desc.size.n), dtype=_torch_dtype(desc.precision.c, False), device=a.device)
+
+
+@torch.library.custom_op("blasdx::grouped_gemm", mutates_args=())
+def _grouped_gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor, alpha: float,
+                  bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
+    desc = descriptor_from_key(descriptor)
+    out = _grouped_out(desc, a)
+    desc.execute(a, b, out, alpha, offsets=offsets, bias=bias, epilogue=epilogue or None)
+    return out
+
+
+@torch.library.register_fake("blasdx::grouped_gemm")
+def _grouped_gemm_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor, alpha: float,
+                       bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
+    desc = descriptor_from_key(descriptor)
+    return a.new_empty((a.shape[0], desc.size.n), dtype=_torch_dtype(desc.precision.c, False))
+
+
+def _grouped_k_out(desc: Descriptor, groups: int, device: torch.device) -> torch.Tensor:
+    """Grouped('k')'s C: (groups, m, n) in the descriptor's C layout."""
+    m, n = desc.size.m, desc.size.n
+    dtype = _torch_dtype(desc.precision.c, False)
+    if desc.arrangement.c == "row_major":
+        return torch.empty((groups, m, n), dtype=dtype, device=device)
+    return torch.empty((groups, n, m), dtype=dtype, device=device).transpose(1, 2)
+
+
+@torch.library.custom_op("blasdx::grouped_gemm_k", mutates_args=())
+def _grouped_gemm_k(descriptor: str, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor,
+                    alpha: float) -> torch.Tensor:
+    """Grouped('k')'s product (the weights' gradient) as an op of its own, so that torch.compile traces the backward."""
+    desc = descriptor_from_key(descriptor)
+    out = _grouped_k_out(desc, offsets.shape[0], a.device)
+    desc.execute(a, b, out, alpha, offsets=offsets)
+    return out
+
+
+@torch.library.register_fake("blasdx::grouped_gemm_k")
+def _grouped_gemm_k_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor,
+                         alpha: float) -> torch.Tensor:
+    desc = descriptor_from_key(descriptor)
+    m, n = desc.size.m, desc.size.n
+    dtype = _torch_dtype(desc.precision.c, False)
+    strides = (m * n, n, 1) if desc.arrangement.c == "row_major" else (m * n, 1, m)
+    return a.new_empty_strided((offsets.shape[0], m, n), strides, dtype=dtype)
+
+
+def _grouped_setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    descriptor, a, b, offsets, alpha, bias, epilogue = inputs
+    check_grouped_differentiable(descriptor_from_key(descriptor), epilogue)
+    ctx.descriptor, ctx.alpha, ctx.epilogue = descriptor, alpha, epilogue
+    ctx.bias_meta = None if bias is None else (bias.shape, bias.dtype)
+    ctx.save_for_backward(a, b, offsets, output if epilogue in ("relu", "sigmoid", "tanh") else None)
+
+
+def _grouped_backward(ctx: Any, grad: torch.Tensor) -> tuple:
+    a, b, offsets, y = ctx.saved_tensors
+    desc = descriptor_from_key(ctx.descriptor)
+    dz = _dz(ctx, grad, a, b, y, None, None)  # the epilogues here need only the output
+    groups, rows = b.shape[0], a.shape[0]
+    p_a, p_b, p_c = desc.precision
+    b_layout = desc.arrangement.b
+    da = db = dbias = None
+    if ctx.needs_input_grad[1]:  # da_g = alpha dz_g b_g^T: Grouped() on b's transpose
+        operand, scale = _as_operand(dz, _torch_dtype(p_a, False))
+        transposed = "row_major" if b_layout == "col_major" else "col_major"
+        product = (Size(desc.size.m, desc.size.k, desc.size.n) + Precision(p_a, p_b, p_c)
+                   + Arrangement("row_major", transposed, "row_major") + SM(desc.sm) + desc.operator_map["Execution"])
+        da = torch.ops.blasdx.grouped_gemm(descriptor_key(product), operand.contiguous(), b.transpose(1, 2), offsets,
+                                           ctx.alpha, None, "")
+        da = (da if scale is None else da / scale).to(a.dtype)
+    if ctx.needs_input_grad[2]:  # db_g = alpha a_g^T dz_g: Grouped('k'), db in b's layout
+        operand, scale = _as_operand(dz, _torch_dtype(p_b, False))
+        product = (Size(desc.size.k, desc.size.n, desc.size.m) + Precision(p_a, p_b, p_c)
+                   + Arrangement("col_major", "row_major", b_layout) + SM(desc.sm) + Grouped("k"))
+        db = torch.ops.blasdx.grouped_gemm_k(descriptor_key(product), a.t(), operand.contiguous(), offsets, ctx.alpha)
+        db = (db if scale is None else db / scale).to(b.dtype)
+    if ctx.needs_input_grad[5]:  # each group's rows summed (rows past the last offset: group `groups`, dropped)
+        shape, dtype = ctx.bias_meta
+        group_of_row = torch.searchsorted(offsets, torch.arange(rows, device=a.device, dtype=offsets.dtype), right=True)
+        sums = torch.zeros((groups + 1, dz.shape[1]), dtype=torch.float32, device=a.device)
+        sums.index_add_(0, group_of_row, dz.float())
+        dbias = (sums[:groups] if len(shape) == 2 else sums[:groups].sum(0)).to(dtype)
+    return None, da, db, None, None, dbias, None
+
+
+torch.library.register_autograd("blasdx::grouped_gemm", _grouped_backward, setup_context=_grouped_setup_context)
+
+
+def check_grouped_differentiable(desc: Descriptor, epilogue: str) -> None:
+    """Raise ArgumentError where grouped_gemm's backward cannot compute a gradient: check_differentiable's cases,
+    and the epilogues whose derivative would need the product again (gelu)."""
+    check_differentiable(desc, epilogue)
+    if (epilogue or "identity") not in _GROUPED_EPILOGUES:
+        raise ArgumentError(f"grouped_gemm's gradient takes the epilogues {', '.join(_GROUPED_EPILOGUES)}, not "
+                            f"{epilogue!r}; apply it with PyTorch after the op, or run under torch.no_grad()")
+
+
+def grouped_gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor, alpha: float = 1.0,
+                 bias: torch.Tensor | None = None, epilogue: str | None = None) -> torch.Tensor:
+    """A mixture-of-experts layer's grouped product as a new (rows, n) tensor: rows offsets[g - 1] .. offsets[g]
+    are ``epilogue(alpha * a_g @ b[g] + bias[g])`` (torch._grouped_mm's offsets; rows past the last offset are
+    zero). ``desc`` is a Grouped() descriptor; ``bias`` is (groups, n) or (n,). Differentiable in a, b and bias,
+    each gradient a Grouped() GEMM; torch.compile(fullgraph=True) traces it without a graph break."""
+    if not isinstance(desc, Descriptor) or desc.execution != "Grouped" or desc.operator_map["Execution"].ragged != "m":  # type: ignore[attr-defined]
+        raise ArgumentError("grouped_gemm's first argument is a Grouped() descriptor (groups of rows), got "
+                            f"{desc!r}")
+    if epilogue is not None and not isinstance(epilogue, str):
+        raise ArgumentError(f"grouped_gemm takes the epilogue as a string, got {type(epilogue).__name__}")
+    if torch.compiler.is_compiling():
+        key = repr(desc)
+    else:
+        key = descriptor_key(desc)
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, bias)):
+            check_grouped_differentiable(desc, epilogue or "")
+    return torch.ops.blasdx.grouped_gemm(key, a, b, offsets, float(alpha), bias, epilogue or "")
