@@ -86,6 +86,40 @@ def test_skewed_groups_every_output(prec):
     assert _error(torch, c, _reference(torch, a, b, offsets)) <= BOUND[prec[2]]
 
 
+@pytest.mark.parametrize("prec", [("float8_e4m3", "float8_e5m2", "bfloat16"), ("tfloat32", "tfloat32", "float32"),
+                                  ("int8", "int8", "int32")], ids=["fp8", "tf32", "int8"])
+def test_fp8_tf32_and_int8_groups(prec):
+    """The other wgmma precisions (FP8 with its partial sums promoted), against float64 of the same values (tf32:
+    the inputs rounded by the tensor cores, within tf32's bound; int8: exactly)."""
+    torch = _torch()
+    n, k = 256, 384
+    counts = [130, 0, 1, 257, 64]
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    rows, groups = sum(counts), len(counts)
+    if prec[0] == "int8":
+        a = torch.randint(-8, 8, (rows, k), device="cuda", generator=gen, dtype=torch.int8)
+        b = torch.randint(-8, 8, (groups, n, k), device="cuda", generator=gen, dtype=torch.int8).transpose(1, 2)
+    else:
+        dtype = {"float8_e4m3": torch.float8_e4m3fn, "tfloat32": torch.float32}
+        a = (torch.randn(rows, k, device="cuda", generator=gen) * 0.5).to(dtype[prec[0]])
+        b = (torch.randn(groups, n, k, device="cuda", generator=gen) * 0.5).to(
+            torch.float8_e5m2 if prec[1] == "float8_e5m2" else torch.float32).transpose(1, 2)
+    offsets = torch.tensor(counts, device="cuda").cumsum(0).to(torch.int32)
+    out_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32, "int32": torch.int32}[prec[2]]
+    c = torch.zeros(rows, n, device="cuda", dtype=out_dtype)
+    _grouped(n, k, prec).execute(a, b, c, offsets=offsets)
+    begin = 0
+    ref = torch.zeros(rows, n, device="cuda", dtype=torch.float64)
+    for g, end in enumerate(offsets.tolist()):
+        ref[begin:end] = a[begin:end].double() @ b[g].double()
+        begin = end
+    if prec[0] == "int8":
+        assert torch.equal(c.double(), ref)
+    else:
+        bound = {"bfloat16": 1e-2, "float32": 5e-3}[prec[2]]
+        assert float(torch.linalg.norm(c.double() - ref) / torch.linalg.norm(ref)) <= bound
+
+
 @pytest.mark.parametrize("bias_per_group", [True, False])
 def test_alpha_beta_bias_and_hooks(bias_per_group):
     torch = _torch()
