@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..arch import BLOCK_RESERVED_SHARED, shared_memory_limit
 from ..codegen.render import render_grid_device_source, render_grid_kernel
 from ..errors import ArgumentError, UnsupportedError
-from ..plan import GridPlan, PlanOverrides, make_grid_plan
+from ..plan import GridPlan, PlanOverrides, grid_with_alignment, make_grid_plan
 from ..plan.block import name_stem
 from ..plan.explain import explain_grid
 from ..plan.grid import MAX_SUGGESTED_STAGES, suggested_stages, tma_runs
@@ -97,12 +97,13 @@ def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
 
 
 def grouped_with_alignment(plan: GroupedPlan, alignment: tuple[int, int, int]) -> GroupedPlan:
-    """The plan itself (TMA copies every tile), where A and B start and step on 16 bytes, as TMA needs."""
+    """Grid()'s aligned plan (the kernel explain() names), where A and B start and step on 16 bytes, as TMA needs;
+    ArgumentError elsewhere."""
     if alignment[0] < 16 or alignment[1] < 16:
         which = " and ".join(x for x, al in zip("AB", alignment) if al < 16)
         raise ArgumentError(f"{which} must start (and step between rows and groups) on multiples of 16 bytes for "
                             f"Grouped()'s TMA copies; pass contiguous arrays (x.contiguous() or cupy.ascontiguousarray)")
-    return plan
+    return grid_with_alignment(plan, alignment)  # type: ignore[return-value]
 
 
 def _plan(desc: Descriptor, overrides: PlanOverrides) -> GroupedPlan:
@@ -118,7 +119,23 @@ def _launched(plan: GroupedPlan) -> GroupedPlan:
 
 def explain_grouped(desc: Descriptor, plan: GroupedPlan) -> list[str]:
     """explain() of a Grouped() descriptor: how the groups are scheduled, then Grid()'s words for the tiles."""
-    lines = explain_grid(desc, plan)
+    lines = [line for line in explain_grid(desc, plan) if not line.startswith(("split-K:", "batches:"))]  # none here
+    t = plan.tile
+    for i, line in enumerate(lines):
+        if line.startswith("tiles:"):
+            lines[i] = (f"tiles: each group's C in tiles of {t.m}x{t.n} (Tile({t.m}, {t.n}, {t.k}), "
+                        f"{'given' if 'Tile' in desc.operator_map else 'suggested'}); the edge tiles read zeros past "
+                        f"the operands and write only inside their group")
+        elif line.startswith("copies:"):  # TMA always: a call's arrays must allow it (grouped_with_alignment)
+            lines[i] = line.split(". Elsewhere")[0].replace(
+                "TMA where A and B start, and step between rows and batch items, on multiples of 16 bytes",
+                "TMA (A and B must start, and step between rows and groups, on multiples of 16 bytes)")
+        elif line.startswith("K loop:") and plan.ragged_k:
+            lines[i] = f"K loop: each group's rows in steps of {t.k}" + line[line.index(" per tile,"):]
+        elif line.startswith("kernels:"):
+            lines[i] = line.replace("; grid-level: Size is the whole problem", "")
+        elif line.startswith("blocks:"):
+            lines[i] = line.replace("walks the (batch item, tile) pairs", "walks the groups' tiles, group by group")
     if plan.ragged_k:
         groups = (f"groups: each call's offsets (int32 on the device, at most {MAX_GROUPS} groups) cut A's columns and "
                   f"B's rows (k) into groups, each group's product its own C; each tile's K loop walks its group's "
@@ -133,4 +150,4 @@ def explain_grouped(desc: Descriptor, plan: GroupedPlan) -> list[str]:
 
 KIND = ExecutionKind(execution="grouped", plan=_plan, launched=_launched, aligned=grouped_with_alignment,
                      render_kernel=render_grid_kernel, render_device_source=render_grid_device_source,
-                     explain=explain_grouped)
+                     explain=explain_grouped, caches=(grid_with_alignment,))

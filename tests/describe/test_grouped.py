@@ -89,6 +89,8 @@ def test_explain_says_how_the_groups_run():
     text = _grouped().explain(width=0)
     assert re.search(r"groups: each call's offsets .* at most 1024 groups", text)
     assert "Size's m (512) only chose the tile" in text
+    for grid_only in ("split-K", "batches:", "Elsewhere", "per batch item", "Size is the whole problem"):
+        assert grid_only not in text  # Grid()'s words that do not hold here
 
 
 @pytest.mark.parametrize("precision, arrangement, m", [
