@@ -61,7 +61,7 @@ from .runtime.device import (
     max_active_clusters,
     stream_handle,
 )
-from .runtime.groups import check_grouped_operands, group_bias_view
+from .runtime.groups import check_grouped_operands, group_bias_view, one_row_stand_ins
 from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature, offsets_signature, scales_signature
 from .runtime.scales import ScaleView, is_number, number_scale, scale_view
 from .version import __version__
@@ -302,8 +302,9 @@ def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
 def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any, fusion: Fusion,
                    bias: Any, scale_a: Any, scale_b: Any) -> Any:
     """execute() of scaled FP8 (blasdx.runtime.scales): c = alpha * (scale_a A) @ (scale_b B) + beta * c. Scales
-    given as numbers fold into alpha; scales on the device are read by the grid kernel, and key its bound launch
-    beside the operands (scales_signature)."""
+    given as numbers fold into alpha; scales on the device are read by the kernel (the grid kernel, or the block
+    GEMM's batched kernel: plan.scales_refusal says what each takes), and key its bound launch beside the operands
+    (scales_signature)."""
     cupy = cupy_module()
     tensor = torch_tensor_type()
     on_torch = tensor is not None and isinstance(c, tensor)
@@ -353,7 +354,7 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
         alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
-        loaded = kernel(aligned_plan(plan, alignment), fusion, vc.device_id)  # the grid kernel: its item_block takes none
+        loaded = kernel(aligned_plan(plan, alignment), fusion, vc.device_id)  # not a Grid()'s item_block: it takes none
         if vc.batch == 0:
             return c
         bound = bind(loaded, va, vb, vc, bv, (sa, sb))
@@ -397,8 +398,13 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
                 return c
             except cupy.cuda.driver.CUDADriverError:
                 pass  # no current context in this thread: the path below makes it current
-    va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups,  # type: ignore[attr-defined]
-                                                plan.ragged_k)  # type: ignore[attr-defined]
+    ragged_k = plan.ragged_k  # type: ignore[attr-defined]
+    va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups, ragged_k)  # type: ignore[attr-defined]
+    if ragged_k and groups.rows == 0 and vc.span_bytes:  # no rows: each C is beta * C, by the kernel on one-row stand-ins
+        key = None  # (their pointers are this call's)
+        with cupy.cuda.Device(vc.device_id):
+            a, b = one_row_stand_ins(plan)
+        va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups, ragged_k)  # type: ignore[attr-defined]
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
     bv = None if bias is None else group_bias_view(bias, vc, groups.groups)
@@ -407,7 +413,7 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
     with cupy.cuda.Device(vc.device_id):
         alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
         loaded = kernel(aligned_plan(plan, alignment), fusion, vc.device_id)
-        if groups.rows == 0 or vc.shape[1] == 0:
+        if groups.rows == 0 or vc.span_bytes == 0:  # nothing to read or write
             return c
         bound = bind(loaded, va, vb, vc, bv, groups=groups)
         if key is not None:

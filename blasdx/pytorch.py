@@ -33,7 +33,7 @@ import torch
 from .describe.descriptor import Descriptor
 from .describe.operators import OPERATOR_KINDS, SM, Arrangement, Grouped, LeadingDimension, Precision, Size
 from .describe.precision import PRECISIONS
-from .errors import ArgumentError
+from .errors import ArgumentError, DescriptorError
 from .runtime.scales import is_number, number_scale
 
 __all__ = ["gemm", "grouped_gemm", "DIFFERENTIABLE_EPILOGUES", "check_differentiable", "check_grouped_differentiable",
@@ -328,10 +328,23 @@ def _grouped_gemm_k_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, offs
 
 def _grouped_setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     descriptor, a, b, offsets, alpha, bias, epilogue = inputs
-    check_grouped_differentiable(descriptor_from_key(descriptor), epilogue)
+    check_grouped_differentiable(descriptor_from_key(descriptor), epilogue, "")  # grouped_gemm planned the gradients
     ctx.descriptor, ctx.alpha, ctx.epilogue = descriptor, alpha, epilogue
     ctx.bias_meta = None if bias is None else (bias.shape, bias.dtype)
     ctx.save_for_backward(a, b, offsets, output if epilogue in ("relu", "sigmoid", "tanh") else None)
+
+
+def _grouped_gradients(desc: Descriptor) -> tuple[Descriptor, Descriptor]:
+    """The descriptors of a Grouped() forward's gradients: da_g = dz_g b_g^T (Grouped() on b's transpose) and
+    db_g = a_g^T dz_g (Grouped('k'), db in b's layout)."""
+    p_a, p_b, p_c = desc.precision
+    b_layout = desc.arrangement.b
+    transposed = "row_major" if b_layout == "col_major" else "col_major"
+    m, n, k = desc.size
+    da = (Size(m, k, n) + Precision(p_a, p_b, p_c) + Arrangement("row_major", transposed, "row_major") + SM(desc.sm)
+          + Grouped())
+    db = Size(k, n, m) + Precision(p_a, p_b, p_c) + Arrangement("col_major", "row_major", b_layout) + SM(desc.sm) + Grouped("k")
+    return da, db
 
 
 def _grouped_backward(ctx: Any, grad: torch.Tensor) -> tuple:
@@ -339,22 +352,16 @@ def _grouped_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     desc = descriptor_from_key(ctx.descriptor)
     dz = _dz(ctx, grad, a, b, y, None, None)  # the epilogues here need only the output
     groups, rows = b.shape[0], a.shape[0]
-    p_a, p_b, p_c = desc.precision
-    b_layout = desc.arrangement.b
+    da_desc, db_desc = _grouped_gradients(desc)
     da = db = dbias = None
-    if ctx.needs_input_grad[1]:  # da_g = alpha dz_g b_g^T: Grouped() on b's transpose
-        operand, scale = _as_operand(dz, _torch_dtype(p_a, False))
-        transposed = "row_major" if b_layout == "col_major" else "col_major"
-        product = (Size(desc.size.m, desc.size.k, desc.size.n) + Precision(p_a, p_b, p_c)
-                   + Arrangement("row_major", transposed, "row_major") + SM(desc.sm) + desc.operator_map["Execution"])
-        da = torch.ops.blasdx.grouped_gemm(descriptor_key(product), operand.contiguous(), b.transpose(1, 2), offsets,
+    if ctx.needs_input_grad[1]:  # da_g = alpha dz_g b_g^T
+        operand, scale = _as_operand(dz, _torch_dtype(desc.precision.a, False))
+        da = torch.ops.blasdx.grouped_gemm(descriptor_key(da_desc), operand.contiguous(), b.transpose(1, 2), offsets,
                                            ctx.alpha, None, "")
         da = (da if scale is None else da / scale).to(a.dtype)
-    if ctx.needs_input_grad[2]:  # db_g = alpha a_g^T dz_g: Grouped('k'), db in b's layout
-        operand, scale = _as_operand(dz, _torch_dtype(p_b, False))
-        product = (Size(desc.size.k, desc.size.n, desc.size.m) + Precision(p_a, p_b, p_c)
-                   + Arrangement("col_major", "row_major", b_layout) + SM(desc.sm) + Grouped("k"))
-        db = torch.ops.blasdx.grouped_gemm_k(descriptor_key(product), a.t(), operand.contiguous(), offsets, ctx.alpha)
+    if ctx.needs_input_grad[2]:  # db_g = alpha a_g^T dz_g
+        operand, scale = _as_operand(dz, _torch_dtype(desc.precision.b, False))
+        db = torch.ops.blasdx.grouped_gemm_k(descriptor_key(db_desc), a.t(), operand.contiguous(), offsets, ctx.alpha)
         db = (db if scale is None else db / scale).to(b.dtype)
     if ctx.needs_input_grad[5]:  # each group's rows summed (rows past the last offset: group `groups`, dropped)
         shape, dtype = ctx.bias_meta
@@ -368,13 +375,22 @@ def _grouped_backward(ctx: Any, grad: torch.Tensor) -> tuple:
 torch.library.register_autograd("blasdx::grouped_gemm", _grouped_backward, setup_context=_grouped_setup_context)
 
 
-def check_grouped_differentiable(desc: Descriptor, epilogue: str) -> None:
-    """Raise ArgumentError where grouped_gemm's backward cannot compute a gradient: check_differentiable's cases,
-    and the epilogues whose derivative would need the product again (gelu)."""
+def check_grouped_differentiable(desc: Descriptor, epilogue: str, gradients: str = "ab") -> None:
+    """Raise ArgumentError where grouped_gemm's backward cannot compute the ``gradients`` ("a", "b"):
+    check_differentiable's cases, the epilogues whose derivative would need the product again (gelu), and gradients
+    whose Grouped() GEMMs cannot run (Grouped('k') takes 16-bit A and B only; rows of whole 16 bytes)."""
     check_differentiable(desc, epilogue)
     if (epilogue or "identity") not in _GROUPED_EPILOGUES:
         raise ArgumentError(f"grouped_gemm's gradient takes the epilogues {', '.join(_GROUPED_EPILOGUES)}, not "
                             f"{epilogue!r}; apply it with PyTorch after the op, or run under torch.no_grad()")
+    for name, product in zip(("a", "b"), _grouped_gradients(desc)):
+        if name not in gradients:
+            continue
+        try:
+            _ = product.plan
+        except DescriptorError as exc:  # UnsupportedError among them
+            raise ArgumentError(f"grouped_gemm's gradient of {name} is {product!r}, which cannot run: {exc}; run "
+                                f"under torch.no_grad() or detach {name}") from None
 
 
 def grouped_gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor, alpha: float = 1.0,
@@ -393,5 +409,5 @@ def grouped_gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, offsets: to
     else:
         key = descriptor_key(desc)
         if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (a, b, bias)):
-            check_grouped_differentiable(desc, epilogue or "")
+            check_grouped_differentiable(desc, epilogue or "", "a" * a.requires_grad + "b" * b.requires_grad)
     return torch.ops.blasdx.grouped_gemm(key, a, b, offsets, float(alpha), bias, epilogue or "")

@@ -83,14 +83,16 @@ def suggested_tile_of(ops: Operators) -> Tile:
 
 
 def suggested_grouped_tile_of(ops: Operators) -> Tile:
-    """Grouped()'s tile: 128 rows (64 where Size's m, a typical group's rows, is at most 64), 256 columns where n has
-    them and A's values are 16-bit or wider (128 else: FP8's promoted partial sums need the registers), 128 bytes of
-    A's k deep. Its groups are a few rows to a few thousand: a tile fitted to the whole problem, as Grid()'s, would
-    waste most of a small group's (the alternatives measured: benchmarks/RESULTS.md, Grouped GEMM)."""
+    """Grouped()'s tile: 128 x 256 where n has the columns and A's values are 16-bit or wider, else 128 x 128 (FP8's
+    promoted partial sums need the registers); 64 x 128 where Size's m, a typical group's rows, is at most 64 (a
+    warpgroup's 64 x 256 spilled with a fused epilogue); 128 bytes of A's k deep. Its groups are a few rows to a few
+    thousand: a tile fitted to the whole problem, as Grid()'s, would waste most of a small group's (the
+    alternatives measured: benchmarks/RESULTS.md, Grouped GEMM)."""
     size, esize = ops["Size"], element_sizes_of(ops)["a"]
-    wide = size.n >= 256 and esize >= 2  # type: ignore[attr-defined]
     # Grouped('k'): m is the weights' rows, fixed; k a typical group's rows, which the K loop walks
-    return Tile(64 if size.m <= 64 else 128, 256 if wide else 128, max(8, 128 // esize))  # type: ignore[attr-defined]
+    rows = 64 if size.m <= 64 else 128  # type: ignore[attr-defined]
+    wide = rows == 128 and size.n >= 256 and esize >= 2  # type: ignore[attr-defined]
+    return Tile(rows, 256 if wide else 128, max(8, 128 // esize))
 
 
 def _with_two_stages(ops: Operators, tile: Tile) -> Tile:

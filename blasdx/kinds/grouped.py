@@ -74,11 +74,18 @@ def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
     values = {f.name: getattr(grid, f.name) for f in fields(grid)}
     ragged_k = desc.operator_map["Execution"].ragged == "k"  # type: ignore[attr-defined]
     plan = GroupedPlan(**{**values, "split_k": False, "item_block": None, "tma": True, "ragged_k": ragged_k})
-    if not plan.tile.instruction.is_wgmma or not tma_runs(plan, 16, 16):
+    if not plan.tile.instruction.is_wgmma:
+        which = (" (Grouped('k') reads A column-major and B row-major, which wgmma takes for 16-bit precisions only: "
+                 "float16, bfloat16)" if ragged_k else "")
         raise UnsupportedError(
-            f"Grouped() runs Grid()'s TMA kernel on wgmma tiles (SM 900, rows of A and B of whole 16 bytes, the "
-            f"precisions and layouts explain() lists for wgmma), but its tile runs {plan.tile.instruction.name}; "
-            f"change the descriptor to meet them, or use Grid() per group")
+            f"Grouped() runs Grid()'s TMA kernel on wgmma tiles (SM 900, the precisions and layouts explain() lists "
+            f"for wgmma){which}, but its tile runs {plan.tile.instruction.name}; change the descriptor to meet them, "
+            f"or use Grid() per group")
+    if not tma_runs(plan, 16, 16):
+        rows = {x: getattr(plan, x).ld * getattr(plan, x).element_size for x in "ab"}
+        raise UnsupportedError(
+            f"Grouped() copies A and B by TMA, whose rows must be whole 16 bytes, but A's are {rows['a']} and B's "
+            f"{rows['b']} bytes apart; pad them with LeadingDimension (multiples of 16 bytes)")
     if ragged_k and (plan.a.layout != "col_major" or plan.b.layout != "row_major"):
         raise UnsupportedError(f"Grouped('k') cuts A's columns and B's rows into groups, so A is column-major and B "
                                f"row-major (their k the slowest: A = X.T of row-major activations X, B = dC); this "

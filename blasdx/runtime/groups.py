@@ -15,7 +15,16 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..plan import DescriptorPlan
-from .arguments import BiasView, MatrixView, _contiguous_strides, _from_cupy_or_interface, check_layout, matrix_view
+from .arguments import (
+    BiasView,
+    MatrixView,
+    _contiguous_strides,
+    _from_cupy_or_interface,
+    check_layout,
+    expected_dtypes,
+    matrix_view,
+)
+from .device import cupy_module
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,15 @@ def _check_devices_and_overlaps(va: MatrixView, vb: MatrixView, vc: MatrixView, 
             raise ArgumentError(f"C overlaps {name} in memory; the output must not alias an input, pass a separate C")
 
 
+def one_row_stand_ins(plan: DescriptorPlan) -> tuple[Any, Any]:
+    """Grouped('k')'s A (m, 1) and B (1, n) of zeros on the current device, for a call of no rows: its offsets are
+    all 0, so no K tile is read and the kernel writes each group's C as beta * C."""
+    cupy = cupy_module()
+    a = cupy.zeros((1, plan.a.ld), dtype=expected_dtypes(plan.a, False)[-1][0])[:, :plan.m].T  # column-major
+    b = cupy.zeros((1, plan.b.ld), dtype=expected_dtypes(plan.b, False)[-1][0])[:, :plan.n]
+    return a, b
+
+
 def groups_view(offsets: Any, groups: int, rows: int, device_id: int, max_groups: int) -> GroupsView:
     """The offsets: int32, 1-D, one per group (B's first dimension), contiguous, on C's device."""
     if offsets is None:
@@ -118,7 +136,7 @@ def group_bias_view(bias: Any, vc: MatrixView, groups: int) -> BiasView:
     """A bias added to C: one row of n values a group ((groups, n)) or for every group ((n,)), C's dtype, on C's
     device. Its strides along (group, row, column)."""
     ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(bias)
-    n = vc.shape[1]
+    n = vc.shape[-1]  # C (rows, n), or Grouped('k')'s (groups, m, n)
     if dtype != vc.dtype:
         raise ArgumentError(f"bias has dtype {dtype.name}, but C has dtype {vc.dtype.name}; give the bias C's dtype")
     if device_id != vc.device_id:

@@ -57,7 +57,7 @@ def test_grouped_plans_grid_tiles_with_tma_and_a_schedule():
 
 @pytest.mark.parametrize("size, precision, tile", [
     ((512, 1536, 2048), BF16, (128, 256, 64)),
-    ((48, 1536, 2048), BF16, (64, 256, 64)),  # small groups: 64 rows
+    ((48, 1536, 2048), BF16, (64, 128, 64)),  # small groups: 64 rows (64 x 256 on one warpgroup spilled)
     ((512, 128, 2048), BF16, (128, 128, 64)),  # n of one narrow tile
     ((512, 1536, 2048), Precision("float8_e4m3", "float8_e4m3", "bfloat16"), (128, 128, 128)),  # promoted FP8
 ])
@@ -235,3 +235,24 @@ def test_bad_grouped_k_arguments_are_refused(no_gpu, shapes, message):
     c = _Interface(sc, np.float32, 0x3000000)
     with pytest.raises(ArgumentError, match=message):
         desc.execute(a, b, c, offsets=_Interface((GROUPS,), np.int32, 0x4000000))
+
+
+def test_what_grouped_k_and_unaligned_rows_cannot_run_names_the_cause():
+    fp8 = Size(256, 256, 128) + Precision("float8_e4m3", "float8_e4m3", "float32") + CRR + SM(900) + Grouped("k")
+    with pytest.raises(UnsupportedError, match="16-bit precisions only"):
+        _ = fp8.plan
+    with pytest.raises(UnsupportedError, match=r"rows must be whole 16 bytes, but A's are 200"):
+        _ = _grouped(512, 1536, 100).plan
+
+
+def test_grouped_k_takes_a_bias_of_n_values_per_group_or_for_all(no_gpu):
+    from blasdx.runtime.arguments import MatrixView
+    from blasdx.runtime.groups import group_bias_view
+
+    m, n, groups = 64, 96, 8
+    vc = MatrixView("c", 0x3000000, 0, np.dtype(np.float32), (groups, m, n), (m * n, n, 1), 4, None)
+    bias = group_bias_view(_Interface((n,), np.float32, 0x5000000), vc, groups)
+    assert bias.strides == (0, 0, 1)
+    assert group_bias_view(_Interface((groups, n), np.float32, 0x5000000), vc, groups).strides == (n, 0, 1)
+    with pytest.raises(ArgumentError, match=r"shape \(96,\)"):
+        group_bias_view(_Interface((m,), np.float32, 0x5000000), vc, groups)

@@ -272,6 +272,40 @@ def test_the_torch_op_and_its_gradients(b_row_major):
     assert float(torch.linalg.norm(db[1].double())) == 0  # an empty group's weights get no gradient
 
 
+def test_grouped_k_of_no_rows_writes_beta_c():
+    """A call whose groups hold no rows (an expert-parallel rank that got no tokens): every group's C is beta * C."""
+    torch = _torch()
+    m, n, groups = 128, 256, 4
+    desc = Size(m, n, 64) + Precision("bfloat16", "bfloat16", "float32") + Arrangement("col_major", "row_major",
+                                                                                        "row_major") + SM(900) + Grouped("k")
+    x = torch.empty(0, m, device="cuda", dtype=torch.bfloat16)
+    dc = torch.empty(0, n, device="cuda", dtype=torch.bfloat16)
+    offsets = torch.zeros(groups, device="cuda", dtype=torch.int32)
+    c0 = torch.randn(groups, m, n, device="cuda")
+    c = c0.clone()
+    desc.execute(x.t(), dc, c, beta=0.5, offsets=offsets)
+    assert torch.equal(c, c0 * 0.5)
+    c.fill_(float("nan"))
+    desc.execute(x.t(), dc, c, offsets=offsets)
+    assert bool((c == 0).all())
+
+
+def test_the_torch_op_refuses_a_gradient_it_cannot_compute_before_any_work():
+    torch = _torch()
+    import blasdx.pytorch
+
+    a = torch.randn(64, 128, device="cuda").requires_grad_()
+    b = torch.randn(2, 256, 128, device="cuda").transpose(1, 2).requires_grad_()  # column-major: tf32's forward runs
+    offsets = torch.tensor([30, 64], device="cuda", dtype=torch.int32)
+    tf32 = _grouped(256, 128, ("tfloat32", "tfloat32", "float32"))
+    with pytest.raises(ArgumentError, match=r"gradient of a is .* cannot run"):  # dz b^T: row-major B, no tf32 wgmma
+        blasdx.pytorch.grouped_gemm(tf32, a, b, offsets)
+    blasdx.pytorch.grouped_gemm(tf32, a.detach(), b.detach(), offsets)  # without gradients it runs
+    with pytest.raises(ArgumentError, match="gelu"):
+        blasdx.pytorch.grouped_gemm(_grouped(256, 128, ("float16", "float16", "float32")),
+                                    a.half().detach().requires_grad_(), b.detach().half(), offsets, epilogue="gelu")
+
+
 def test_a_cuda_graph_replays_on_other_offsets():
     """One kernel for every routing: the offsets' values are read on the device, so a captured launch serves
     new ones."""
