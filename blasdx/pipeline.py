@@ -379,11 +379,15 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
     on_torch = tensor is not None and isinstance(c, tensor)
     if on_torch and c.requires_grad:
         check_torch_output(c)
-    for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if x is not None and not is_number(x):
-            raise ArgumentError(plan.scales_refusal("", "", False))
-        if x is not None:
-            alpha = alpha * number_scale(x, name)
+    if scale_a is not None or scale_b is not None:
+        if not (plan.a.precision.startswith("float8") and plan.b.precision.startswith("float8")):
+            raise ArgumentError(f"scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are "
+                                f"{plan.a.precision} and {plan.b.precision}; scale them with alpha")
+        for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
+            if x is not None and not is_number(x):
+                raise ArgumentError(plan.scales_refusal("", "", False))
+            if x is not None:
+                alpha = alpha * number_scale(x, name)
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
     grouped = offsets_signature(cupy.ndarray, tensor if on_torch else None, offsets)
     key = None if signature is None or grouped is None else (*signature[0], *grouped[0])

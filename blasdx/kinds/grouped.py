@@ -98,7 +98,14 @@ def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
     if ragged_k and "Stages" not in desc.operator_map:  # Size's k only suggests a group's rows: as many as fit
         plan = replace(plan, stages=suggested_stages(plan.tile.shared_memory_size, MAX_SUGGESTED_STAGES, plan.sm))
     limit = shared_memory_limit(plan.sm) + BLOCK_RESERVED_SHARED
-    while plan.stages > 2 and plan.kernel_shared_memory_size + plan.static_shared_memory_size + BLOCK_RESERVED_SHARED > limit:
+    def fits(p: GroupedPlan) -> bool:
+        return p.kernel_shared_memory_size + p.static_shared_memory_size + BLOCK_RESERVED_SHARED <= limit
+
+    if "Stages" in desc.operator_map and not fits(plan):
+        raise UnsupportedError(f"{plan.stages} stages of {plan.tile.shared_memory_size} bytes and the groups' schedule "
+                               f"({plan.static_shared_memory_size} bytes) exceed SM {plan.sm}'s shared memory; use "
+                               f"Stages({plan.stages - 1}) or a smaller Tile")
+    while plan.stages > 2 and not fits(plan):  # the suggestion, fewer where the schedule needs the room
         plan = replace(plan, stages=plan.stages - 1)
     return plan
 
@@ -109,7 +116,8 @@ def grouped_with_alignment(plan: GroupedPlan, alignment: tuple[int, int, int]) -
     if alignment[0] < 16 or alignment[1] < 16:
         which = " and ".join(x for x, al in zip("AB", alignment) if al < 16)
         raise ArgumentError(f"{which} must start (and step between rows and groups) on multiples of 16 bytes for "
-                            f"Grouped()'s TMA copies; pass contiguous arrays (x.contiguous() or cupy.ascontiguousarray)")
+                            f"Grouped()'s TMA copies; pass a copy (x.clone() in PyTorch, x.copy() in CuPy), whose "
+                            f"allocation starts aligned")
     return grid_with_alignment(plan, alignment)  # type: ignore[return-value]
 
 

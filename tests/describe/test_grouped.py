@@ -256,3 +256,17 @@ def test_grouped_k_takes_a_bias_of_n_values_per_group_or_for_all(no_gpu):
     assert group_bias_view(_Interface((groups, n), np.float32, 0x5000000), vc, groups).strides == (n, 0, 1)
     with pytest.raises(ArgumentError, match=r"shape \(96,\)"):
         group_bias_view(_Interface((m,), np.float32, 0x5000000), vc, groups)
+
+
+def test_given_stages_that_leave_no_room_for_the_schedule_are_refused():
+    desc = _grouped() + Tile(192, 256, 64)  # 4 stages of 57344 bytes fit Grid()'s limit, not beside the schedule
+    assert desc.plan.stages == 3  # suggested: fewer
+    with pytest.raises(UnsupportedError, match=r"the groups' schedule .* use Stages\(3\)"):
+        _ = (desc + Stages(4)).plan
+
+
+def test_scales_are_refused_on_16_bit_groups(no_gpu):
+    desc = Size(128, N, K) + Precision("float16", "float16", "float32") + RCR + SM(900) + Grouped()
+    arrays = _arrays()
+    with pytest.raises(ArgumentError, match="scale FP8 operands"):
+        desc.execute(arrays["a"], arrays["b"], arrays["c"], offsets=arrays["offsets"], scale_a=2.0)
