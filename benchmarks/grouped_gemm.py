@@ -4,7 +4,10 @@ tokens x top-k rows), bf16, A (rows, K) row-major, B (E, K, N) column-major per 
 TFLOP/s of the routed rows' FLOPs, CUDA events, medians after warm-up, rounds alternating (the best round's).
 Needs PyTorch with CUDA; run on the GPU machine:
 
-    python3 benchmarks/grouped_gemm.py [--only REGEX] [--rounds 3] [--tile 128x256x64] [--products forward,dgrad,wgrad]
+    python3 benchmarks/grouped_gemm.py [--only REGEX] [--rounds 3] [--tile 128x256x64] [--products forward,dgrad,wgrad,swiglu]
+
+swiglu: the gate+up product with the SwiGLU epilogue fused (C = silu(Z[:, 0::2]) * Z[:, 1::2], N/2 columns) against
+torch._grouped_mm followed by PyTorch's silu and product (the same FLOPs counted: the GEMM's).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from functools import partial
 
 from ab import report
 
-from blasdx import SM, Arrangement, Grouped, Precision, Size, Stages, Tile
+from blasdx import SM, Arrangement, Grouped, Precision, Size, Stages, Tile, swiglu
 
 # name, experts, K, N, tokens, top-k (the issue's four and a sweep of others)
 CASES = [
@@ -60,7 +63,8 @@ def main() -> None:
     parser.add_argument("--tile", default="", help="a Tile (MxNxK) in place of the suggested one")
     parser.add_argument("--stages", type=int, default=0)
     parser.add_argument("--products", default="forward",
-                        help="of forward (C = A B), dgrad (dA = dC B^T), wgrad (dB = A^T dC, Grouped('k')), comma-separated")
+                        help="of forward (C = A B), dgrad (dA = dC B^T), wgrad (dB = A^T dC, Grouped('k')), swiglu (the "
+                             "forward with SwiGLU fused), comma-separated")
     args = parser.parse_args()
     import torch
 
@@ -91,17 +95,26 @@ def main() -> None:
                       + Grouped("k"), (a.t(), dc, torch.empty(experts, k, n, device="cuda", dtype=torch.bfloat16)),
                       (a.t(), dc)),
         }
+        products["swiglu"] = (products["forward"][0], (a, b, torch.empty(rows, n // 2, device="cuda", dtype=torch.bfloat16)),
+                              (a, b))
         for product in args.products.split(","):
             desc, (x, y, out), (tx, ty) = products[product]
+            gated = product == "swiglu"
+            hooks = {"epilogue": swiglu(layout="interleaved")} if gated else {}
             if args.tile:
                 desc = desc + Tile(*(int(v) for v in args.tile.split("x")))
             if args.stages:
                 desc = desc + Stages(args.stages)
-            desc.execute(x, y, out, offsets=offsets)
-            theirs = torch._grouped_mm(tx, ty, offs=offsets)
+            desc.execute(x, y, out, offsets=offsets, **hooks)
+
+            def torch_product(tx=tx, ty=ty, gated=gated, offsets=offsets):
+                z = torch._grouped_mm(tx, ty, offs=offsets)
+                return torch.nn.functional.silu(z[:, 0::2]) * z[:, 1::2] if gated else z
+
+            theirs = torch_product()
             error = float(torch.linalg.norm((out - theirs).float()) / torch.linalg.norm(theirs.float()))
-            same_flops = {"forward": (a, b[0]), "dgrad": (dc, b[0].t()), "wgrad": (a.t(), dc)}[product]
-            calls = (partial(desc.execute, x, y, out, offsets=offsets), partial(torch._grouped_mm, tx, ty, offs=offsets),
+            same_flops = {"forward": (a, b[0]), "swiglu": (a, b[0]), "dgrad": (dc, b[0].t()), "wgrad": (a.t(), dc)}[product]
+            calls = (partial(desc.execute, x, y, out, offsets=offsets, **hooks), torch_product,
                      partial(torch.matmul, *same_flops))
             ours, torch_ms, dense = [], [], []
             for _ in range(args.rounds):

@@ -1,7 +1,7 @@
 """blasdx: cuBLASDx's block-level GEMM for Python, compiled at run time with NVRTC."""
 
 from .codegen.hooks import BUILTINS as BUILTIN_HOOKS
-from .codegen.hooks import Hook, expression, scale
+from .codegen.hooks import Hook, expression, geglu, scale, swiglu
 from .describe.descriptor import Descriptor
 from .describe.operators import (
     SM,
@@ -47,6 +47,6 @@ __all__ = [
     "Grid", "Warp", "Grouped", "Tile", "Stages",
     "BlasdxError", "DescriptorError", "CompositionError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
-    "Hook", "BUILTIN_HOOKS", "scale", "expression", "compile_kernel", "UserKernel",
+    "Hook", "BUILTIN_HOOKS", "scale", "expression", "swiglu", "geglu", "compile_kernel", "UserKernel",
     "gpu_available", "pack", "unpack", "PlanOverrides",
 ]

@@ -248,6 +248,25 @@ def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
     return fusion.reading_bias_by_column()
 
 
+_GATED_PLANS: dict[DescriptorPlan, DescriptorPlan] = {}
+
+
+def for_gate(plan: DescriptorPlan, fusion: Fusion) -> DescriptorPlan:
+    """``plan`` as ``fusion``'s gated epilogue needs it (DescriptorPlan.gated: C half the product's width; once,
+    a plan so made has C narrower than n already), or as it is without a gate."""
+    if not fusion.gate or plan.c.cols != plan.n:
+        return plan
+    gated = _GATED_PLANS.get(plan)
+    if gated is None:
+        gated = _GATED_PLANS[plan] = plan.gated()  # ArgumentError, with the fix, where it cannot gate
+    return gated
+
+
+def bias_cols(plan: DescriptorPlan, fusion: Fusion) -> int | None:
+    """The columns a bias is added to where they are not C's: a gated epilogue's product's."""
+    return plan.n if fusion.gate else None
+
+
 def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any = None,
             fusion: Fusion = NO_FUSION, bias: Any = None, scale_a: Any = None, scale_b: Any = None,
             offsets: Any = None) -> Any:
@@ -255,7 +274,8 @@ def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
     CuPy arrays or PyTorch tensors (and bias) seen before with the same signature skip the
     checks but for overlap. PyTorch tensors run on PyTorch's current stream where ``stream``
     is None; everything else on CuPy's. FP8 scales (``scale_a``, ``scale_b``): execute_scaled;
-    a Grouped() plan and its ``offsets``: execute_grouped."""
+    a Grouped() plan and its ``offsets``: execute_grouped; a gated epilogue (``fusion.gate``): for_gate's plan."""
+    plan = for_gate(plan, fusion)
     if offsets is not None or plan.execution == "grouped":
         return execute_grouped(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias, scale_a=scale_a,
                                scale_b=scale_b, offsets=offsets)
@@ -273,7 +293,7 @@ def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
         pa, pb, pc, pbias = signature[1]
         if bound.overlaps(pa, pb, pc, pbias):
             _, _, vc = check_operands(plan, a, b, c)  # raises the overlap error with its message ...
-            bias_view(bias, vc)  # ... or else the overlap is the bias's, and this raises
+            bias_view(bias, vc, bias_cols(plan, fusion))  # ... or else the overlap is the bias's, and this raises
         try:
             bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan),
                          stream_handle(stream, c if on_torch else None), pbias)
@@ -283,7 +303,7 @@ def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
     va, vb, vc = check_operands(plan, a, b, c)
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
-    bv = None if bias is None else bias_view(bias, vc)
+    bv = None if bias is None else bias_view(bias, vc, bias_cols(plan, fusion))
     fusion = fusion_for_bias(fusion, bv)
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
@@ -349,7 +369,7 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
                                   not (fusion.a_load.is_identity and fusion.b_load.is_identity))
     if refusal:
         raise ArgumentError(refusal)
-    bv = None if bias is None else bias_view(bias, vc)
+    bv = None if bias is None else bias_view(bias, vc, bias_cols(plan, fusion))
     fusion = fusion_for_bias(fusion, bv).with_scales(sa.kind if sa else "", sb.kind if sb else "")
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
@@ -411,7 +431,7 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
         va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups, ragged_k)  # type: ignore[attr-defined]
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
-    bv = None if bias is None else group_bias_view(bias, vc, groups.groups)
+    bv = None if bias is None else group_bias_view(bias, vc, groups.groups, bias_cols(plan, fusion))
     fusion = fusion_for_bias(fusion, bv)
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
@@ -459,6 +479,7 @@ def clear_caches() -> None:
         for memo in kind.caches:
             memo.cache_clear()
     _RESOLVED_FUSIONS.clear()
+    _GATED_PLANS.clear()
     _compiled.clear()
     with _load_lock:
         _loaded.clear()

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from .codegen.hooks import GATED, Hook
 from .describe.descriptor import Descriptor
 from .describe.operators import OPERATOR_KINDS, SM, Arrangement, Grouped, LeadingDimension, Precision, Size
 from .describe.precision import PRECISIONS
@@ -248,6 +249,10 @@ def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
     if epilogue is not None and not isinstance(epilogue, str):
         raise ArgumentError(f"blasdx.pytorch.gemm takes the epilogue as a string (a built-in name or a C++ "
                             f"expression of x), got {type(epilogue).__name__}")
+    if epilogue in GATED:
+        raise ArgumentError(f"epilogue={epilogue!r} (a gated epilogue) is taken by grouped_gemm and by execute() of "
+                            f"Grid() descriptors, not by gemm; call GEMM.execute(a, b, c, epilogue=...) with C of n / 2 "
+                            f"columns")
     if c is None and beta != 0:
         raise ArgumentError(f"beta={beta} scales C, but no c was given; pass c or leave beta at 0")
     scales: list[torch.Tensor | None] = []
@@ -274,18 +279,26 @@ def gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor | N
 # db_g = alpha a_g^T dz_g (Grouped('k')); dbias the sum of dz over each group's rows. Rows past the last offset are
 # zero in out and in da. The offsets (int32 on the device) are never read on the host: no synchronisation.
 
-_GROUPED_EPILOGUES = ("identity", "negate", "relu", "sigmoid", "tanh")  # those whose derivative needs no GEMM
+# The epilogues whose derivative needs no GEMM, and the gated ones (blasdx.swiglu, blasdx.geglu: out has n / 2
+# columns), whose backward computes the product again (one more Grouped() GEMM) rather than keep it.
+_GROUPED_EPILOGUES = ("identity", "negate", "relu", "sigmoid", "tanh", *GATED)
 
 
-def _grouped_out(desc: Descriptor, a: torch.Tensor) -> torch.Tensor:
-    return torch.zeros((a.shape[0], desc.size.n), dtype=_torch_dtype(desc.precision.c, False), device=a.device)
+def _out_columns(desc: Descriptor, epilogue: str) -> int:
+    """Columns of the op's output: the product's n, half of it under a gated epilogue."""
+    return desc.size.n // 2 if epilogue in GATED else desc.size.n
+
+
+def _grouped_out(desc: Descriptor, a: torch.Tensor, epilogue: str) -> torch.Tensor:
+    return torch.zeros((a.shape[0], _out_columns(desc, epilogue)), dtype=_torch_dtype(desc.precision.c, False),
+                       device=a.device)
 
 
 @torch.library.custom_op("blasdx::grouped_gemm", mutates_args=())
 def _grouped_gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor, alpha: float,
                   bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
     desc = descriptor_from_key(descriptor)
-    out = _grouped_out(desc, a)
+    out = _grouped_out(desc, a, epilogue)
     desc.execute(a, b, out, alpha, offsets=offsets, bias=bias, epilogue=epilogue or None)
     return out
 
@@ -294,7 +307,7 @@ def _grouped_gemm(descriptor: str, a: torch.Tensor, b: torch.Tensor, offsets: to
 def _grouped_gemm_fake(descriptor: str, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor, alpha: float,
                        bias: torch.Tensor | None, epilogue: str) -> torch.Tensor:
     desc = descriptor_from_key(descriptor)
-    return a.new_empty((a.shape[0], desc.size.n), dtype=_torch_dtype(desc.precision.c, False))
+    return a.new_empty((a.shape[0], _out_columns(desc, epilogue)), dtype=_torch_dtype(desc.precision.c, False))
 
 
 def _grouped_k_out(desc: Descriptor, groups: int, device: torch.device) -> torch.Tensor:
@@ -331,7 +344,23 @@ def _grouped_setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> Non
     check_grouped_differentiable(descriptor_from_key(descriptor), epilogue, "")  # grouped_gemm planned the gradients
     ctx.descriptor, ctx.alpha, ctx.epilogue = descriptor, alpha, epilogue
     ctx.bias_meta = None if bias is None else (bias.shape, bias.dtype)
-    ctx.save_for_backward(a, b, offsets, output if epilogue in ("relu", "sigmoid", "tanh") else None)
+    ctx.save_for_backward(a, b, offsets, output if epilogue in ("relu", "sigmoid", "tanh") else None,
+                          bias if epilogue in GATED else None)
+
+
+def _gated_dz(ctx: Any, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor,
+              bias: torch.Tensor | None) -> torch.Tensor:
+    """d loss / d z of a gated epilogue, out[:, j] = act(z[:, 2j]) * z[:, 2j + 1]: z computed again (one Grouped()
+    GEMM), the derivative in float32. Rows past the last offset have z = 0, and so no gradient."""
+    z = torch.ops.blasdx.grouped_gemm(ctx.descriptor, a, b, offsets, ctx.alpha, bias, "").float()
+    gate, up, dout = z[:, 0::2], z[:, 1::2], grad.float()
+    if GATED[ctx.epilogue].gate == "silu":  # silu(g) = g sigmoid(g): silu' = s (1 + g (1 - s))
+        s = torch.sigmoid(gate)
+        act, slope = gate * s, s * (1 + gate * (1 - s))
+    else:  # gelu(g) = g Phi(g): gelu' = Phi(g) + g phi(g)
+        cdf = 0.5 * (1 + torch.erf(gate * (1 / math.sqrt(2))))
+        act, slope = gate * cdf, cdf + gate * torch.exp(-0.5 * gate * gate) * (1 / math.sqrt(2 * math.pi))
+    return torch.stack((dout * up * slope, dout * act), dim=-1).reshape(z.shape).to(grad.dtype)
 
 
 def _grouped_gradients(desc: Descriptor) -> tuple[Descriptor, Descriptor]:
@@ -348,9 +377,12 @@ def _grouped_gradients(desc: Descriptor) -> tuple[Descriptor, Descriptor]:
 
 
 def _grouped_backward(ctx: Any, grad: torch.Tensor) -> tuple:
-    a, b, offsets, y = ctx.saved_tensors
+    a, b, offsets, y, bias = ctx.saved_tensors
     desc = descriptor_from_key(ctx.descriptor)
-    dz = _dz(ctx, grad, a, b, y, None, None)  # the epilogues here need only the output
+    if ctx.epilogue in GATED:
+        dz = _gated_dz(ctx, grad, a, b, offsets, bias)
+    else:
+        dz = _dz(ctx, grad, a, b, y, None, None)  # the epilogues here need only the output
     groups, rows = b.shape[0], a.shape[0]
     da_desc, db_desc = _grouped_gradients(desc)
     da = db = dbias = None
@@ -379,7 +411,7 @@ def check_grouped_differentiable(desc: Descriptor, epilogue: str, gradients: str
     """Raise ArgumentError where grouped_gemm's backward cannot compute the ``gradients`` ("a", "b"):
     check_differentiable's cases, the epilogues whose derivative would need the product again (gelu), and gradients
     whose Grouped() GEMMs cannot run (Grouped('k') takes 16-bit A and B only; rows of whole 16 bytes)."""
-    check_differentiable(desc, epilogue)
+    check_differentiable(desc, "" if epilogue in GATED else epilogue)
     if (epilogue or "identity") not in _GROUPED_EPILOGUES:
         raise ArgumentError(f"grouped_gemm's gradient takes the epilogues {', '.join(_GROUPED_EPILOGUES)}, not "
                             f"{epilogue!r}; apply it with PyTorch after the op, or run under torch.no_grad()")
@@ -394,16 +426,20 @@ def check_grouped_differentiable(desc: Descriptor, epilogue: str, gradients: str
 
 
 def grouped_gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor, alpha: float = 1.0,
-                 bias: torch.Tensor | None = None, epilogue: str | None = None) -> torch.Tensor:
+                 bias: torch.Tensor | None = None, epilogue: str | Hook | None = None) -> torch.Tensor:
     """A mixture-of-experts layer's grouped product as a new (rows, n) tensor: rows offsets[g - 1] .. offsets[g]
     are ``epilogue(alpha * a_g @ b[g] + bias[g])`` (torch._grouped_mm's offsets; rows past the last offset are
-    zero). ``desc`` is a Grouped() descriptor; ``bias`` is (groups, n) or (n,). Differentiable in a, b and bias,
+    zero). ``desc`` is a Grouped() descriptor; ``bias`` is (groups, n) or (n,). A gated epilogue
+    (blasdx.swiglu(layout="interleaved"), blasdx.geglu) gives (rows, n / 2). Differentiable in a, b and bias,
     each gradient a Grouped() GEMM; torch.compile(fullgraph=True) traces it without a graph break."""
+    if isinstance(epilogue, Hook) and epilogue.gate:
+        epilogue = epilogue.name  # the op's schema takes a string: GATED's name
     if not isinstance(desc, Descriptor) or desc.execution != "Grouped" or desc.operator_map["Execution"].ragged != "m":  # type: ignore[attr-defined]
         raise ArgumentError("grouped_gemm's first argument is a Grouped() descriptor (groups of rows), got "
                             f"{desc!r}")
     if epilogue is not None and not isinstance(epilogue, str):
-        raise ArgumentError(f"grouped_gemm takes the epilogue as a string, got {type(epilogue).__name__}")
+        raise ArgumentError(f"grouped_gemm takes the epilogue as a string or a gated epilogue (blasdx.swiglu), got "
+                            f"{type(epilogue).__name__}")
     if torch.compiler.is_compiling():
         key = repr(desc)
     else:

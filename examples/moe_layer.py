@@ -1,7 +1,7 @@
 """A mixture-of-experts feed-forward layer on blasdx.pytorch.grouped_gemm: a router picks each token's top-2 of 8
 experts, the tokens are permuted so that each expert's rows lie together (its offsets, on the device: no host
-synchronisation), one grouped GEMM computes every expert's gate and up projections at once, SwiGLU (PyTorch) joins
-them, a second grouped GEMM projects down, and the rows go back to their tokens weighted by the router. The
+synchronisation), one grouped GEMM computes every expert's gate and up projections at once and joins them by
+SwiGLU in its epilogue (the gate and up values never reach memory), a second grouped GEMM projects down, and the rows go back to their tokens weighted by the router. The
 output and the gradients of the experts' weights are checked against a plain PyTorch loop over the experts in
 float64.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from _support import GPU, check, skip_run
 
-from blasdx import SM, Arrangement, Grouped, Precision, Size
+from blasdx import SM, Arrangement, Grouped, Precision, Size, swiglu
 
 TOKENS, HIDDEN, INTER, EXPERTS, TOP = 512, 256, 384, 8, 2
 BF16 = Precision("bfloat16", "bfloat16", "bfloat16")
@@ -38,7 +38,8 @@ def main() -> None:
     gen = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(TOKENS, HIDDEN, device="cuda", generator=gen).bfloat16()
     router = torch.randn(HIDDEN, EXPERTS, device="cuda", generator=gen).bfloat16()
-    # each expert's weights as nn.Linear keeps them: (out, in), so that B = w.transpose(1, 2) is column-major
+    # each expert's weights as nn.Linear keeps them: (out, in), so that B = w.transpose(1, 2) is column-major; the
+    # gate and up rows interleaved (row 2j the gate's j, 2j + 1 the up's), as the fused SwiGLU reads them
     w_gate_up = (torch.randn(EXPERTS, 2 * INTER, HIDDEN, device="cuda", generator=gen) / HIDDEN**0.5).bfloat16()
     w_down = (torch.randn(EXPERTS, HIDDEN, INTER, device="cuda", generator=gen) / INTER**0.5).bfloat16()
     w_gate_up.requires_grad_()
@@ -52,9 +53,7 @@ def main() -> None:
 
     def layer(x, w_gate_up, w_down):
         rows = x[token_of_row]  # permuted: each expert's rows together
-        gate_up = bt.grouped_gemm(GATE_UP, rows, w_gate_up.transpose(1, 2), offsets)
-        gate, up = gate_up[:, :INTER], gate_up[:, INTER:]
-        hidden = (torch.nn.functional.silu(gate.float()) * up.float()).bfloat16()
+        hidden = bt.grouped_gemm(GATE_UP, rows, w_gate_up.transpose(1, 2), offsets, epilogue=swiglu(layout="interleaved"))
         down = bt.grouped_gemm(DOWN, hidden, w_down.transpose(1, 2), offsets)
         out = torch.zeros(TOKENS, HIDDEN, device="cuda")
         return out.index_add(0, token_of_row, down.float() * probs.flatten()[order, None])
@@ -64,7 +63,7 @@ def main() -> None:
         for e in range(EXPERTS):
             token, slot = torch.nonzero(experts == e, as_tuple=True)
             gate_up = x[token].double() @ w_gate_up[e].double().t()
-            hidden = torch.nn.functional.silu(gate_up[:, :INTER]) * gate_up[:, INTER:]
+            hidden = torch.nn.functional.silu(gate_up[:, 0::2]) * gate_up[:, 1::2]
             out.index_add_(0, token, (hidden @ w_down[e].double().t()) * probs[token, slot, None].double())
         return out
 

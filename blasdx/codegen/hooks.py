@@ -33,8 +33,12 @@ class Hook:
     real_only: bool = False  # meaningless on complex values
     float_only: bool = False  # meaningless on integers
     factor: complex | None = None  # scale()'s factor
+    # A gated epilogue's activation of the gate ("silu": SwiGLU, "gelu": GeGLU; GATES), "" for an element-wise hook.
+    gate: str = ""
 
     def __repr__(self) -> str:
+        if self.gate:
+            return f"blasdx.{self.name.split('_')[0]}(layout='interleaved')"
         if self.name == "expression":
             return f"blasdx.expression({self.expression!r})"
         if self.factor is not None:
@@ -58,6 +62,38 @@ BUILTINS: dict[str, Hook] = {h.name: h for h in (
     # Clamped to the finite range of the stored type; +-inf to +-max, NaN to +0 (WMMA's satf).
     Hook("satfinite", "blasdx::satfinite<S>(x)", float_only=True),
 )}
+
+
+# A gated epilogue (GLU: C's column j = act(gate j) * up j of the product's column pair (2j, 2j + 1)):
+# the activation of the gate, as C++ of x (type T, the scalar type).
+GATES = {"silu": "blasdx::silu(x)", "gelu": "blasdx::gelu(x)"}
+GATED: dict[str, Hook] = {h.name: h for h in (
+    Hook("swiglu_interleaved", "x", real_only=True, float_only=True, gate="silu"),
+    Hook("geglu_interleaved", "x", real_only=True, float_only=True, gate="gelu"),
+)}
+# The product's columns as stored by weights kept split, [gate | up], put in gated_layout's order once.
+_INTERLEAVE = "w.view(k, 2, n // 2).transpose(1, 2).reshape(k, n) (PyTorch; B (k, n), n = 2 * C's columns)"
+
+
+def _gated(name: str, layout: str) -> Hook:
+    if layout == "interleaved":
+        return GATED[f"{name}_interleaved"]
+    if layout == "split":
+        raise ArgumentError(f"blasdx.{name}(layout='split') (gate columns then up columns) is not supported yet; "
+                            f"interleave the weights once and pass layout='interleaved': {_INTERLEAVE}")
+    raise ArgumentError(f"blasdx.{name}() takes layout='interleaved' (gate j at the product's column 2j, up j at "
+                        f"2j + 1); got layout={layout!r}")
+
+
+def swiglu(*, layout: str) -> Hook:
+    """The gated epilogue ``C[:, j] = silu(Z[:, 2j]) * Z[:, 2j + 1]`` of the product ``Z = alpha A B + bias``
+    (C has half of B's columns), for ``execute(..., epilogue=blasdx.swiglu(layout="interleaved"))``."""
+    return _gated("swiglu", layout)
+
+
+def geglu(*, layout: str) -> Hook:
+    """The gated epilogue ``C[:, j] = gelu(Z[:, 2j]) * Z[:, 2j + 1]`` (gelu's erf form); see swiglu."""
+    return _gated("geglu", layout)
 
 
 def scale(factor: complex) -> Hook:
@@ -97,6 +133,12 @@ def to_hook(value: str | Hook | None, slot: str) -> Hook:
     name = value.strip()
     if name in BUILTINS:
         return BUILTINS[name]
+    if name in GATED:
+        return GATED[name]
+    if name in ("swiglu", "geglu"):
+        raise ArgumentError(f"{slot}={value!r}: say where the gate and up columns are, "
+                            f"blasdx.{name}(layout='interleaved') (gate j at the product's column 2j, up j at 2j + 1), "
+                            f"or the string {name + '_interleaved'!r}")
     if is_identifier(name) and name != "x":
         raise ArgumentError(
             f"{slot}={value!r} is not a built-in hook; the built-ins are {', '.join(BUILTINS)} "
@@ -144,6 +186,9 @@ class Fusion:
     # or "block"; "" where there is none (or a Python number, folded into alpha).
     scale_a: str = ""
     scale_b: str = ""
+    # The gated epilogue's activation (GATES; execute()'s epilogue=blasdx.swiglu/geglu), "" for none: C holds half
+    # of the product's columns (GridPlan.gated).
+    gate: str = ""
 
     def reading_bias_by_column(self) -> Fusion:
         """This fusion for a bias alike on every row of C (see bias_rows_alike)."""
@@ -164,12 +209,13 @@ class Fusion:
 
     @property
     def has_epilogue(self) -> bool:
-        """Whether C's side has work: a c_load or c_store hook, or a bias."""
-        return self.bias or not (self.c_load.is_identity and self.c_store.is_identity)
+        """Whether C's side has work: a c_load or c_store hook, a bias or a gate."""
+        return self.bias or bool(self.gate) or not (self.c_load.is_identity and self.c_store.is_identity)
 
     @cached_property
     def _hash(self) -> int:
-        return hash((*(hook for _, hook in self.slots), self.bias, self.bias_rows_alike, self.scale_a, self.scale_b))
+        return hash((*(hook for _, hook in self.slots), self.bias, self.bias_rows_alike, self.scale_a, self.scale_b,
+                     self.gate))
 
     def __hash__(self) -> int:  # computed once: fusions key the per-call launch caches
         return self._hash
@@ -180,6 +226,8 @@ class Fusion:
                                      + (("rows alike",) if self.bias_rows_alike else ()))
         if self.scaled:  # (kernels without scales keep their names)
             parts += (("scales", self.scale_a, self.scale_b),)
+        if self.gate:
+            parts += (("gate", self.gate),)
         return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
 
     @property
@@ -215,6 +263,9 @@ def make_fusion(*, prologue, epilogue, a_load, b_load, c_load, c_store, has_bias
     value_precision = {"a_load": precisions[0], "b_load": precisions[1],
                        "c_load": scalar_precision, "c_store": scalar_precision}
     for slot, hook in hooks.items():
+        if hook.gate and slot != "c_store":
+            raise ArgumentError(f"{slot}={hook!r}: a gated epilogue combines two columns of the product into one "
+                                f"of C; give it as epilogue= (c_store=)")
         if slot in ("a_load", "b_load") and not hook.is_identity and PRECISIONS[value_precision[slot]].is_packed:
             raise ArgumentError(
                 f"{slot}={hook.name if hook.name != 'expression' else hook.expression!r}: "
@@ -222,5 +273,6 @@ def make_fusion(*, prologue, epilogue, a_load, b_load, c_load, c_store, has_bias
                 f"can see their values; transform the data before packing, or hook c_load/c_store"
             )
         check_hook(hook, slot, value_precision[slot], is_complex)
-    return Fusion(a_load=hooks["a_load"], b_load=hooks["b_load"], c_load=hooks["c_load"], c_store=hooks["c_store"],
-                  bias=has_bias)
+    gate = hooks["c_store"].gate
+    return Fusion(a_load=hooks["a_load"], b_load=hooks["b_load"], c_load=hooks["c_load"],
+                  c_store=IDENTITY if gate else hooks["c_store"], bias=has_bias, gate=gate)

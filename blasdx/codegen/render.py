@@ -22,7 +22,7 @@ from ..plan import BatchedPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
 from ..plan.block import vector_bytes_of
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
 from ..plan.kernel import kernel_parameters, launch_min_blocks
-from .hooks import NO_FUSION, Fusion
+from .hooks import GATES, NO_FUSION, Fusion
 from .naming import check_namespace
 
 BATCHED_NAMESPACE = "blasdx_block_gemm"
@@ -281,7 +281,7 @@ def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = Fals
                   for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled, grouped)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
-            "scale_block": PROMOTION_K, "grid": grid}
+            "scale_block": PROMOTION_K, "grid": grid, "gate": fusion.gate, "gate_expression": GATES.get(fusion.gate, "")}
 
 
 def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:

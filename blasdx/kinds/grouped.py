@@ -52,6 +52,12 @@ class GroupedPlan(GridPlan):
     def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool) -> str:
         return "FP8 scales on the device are not taken by Grouped() yet; pass numbers (folded into alpha)"
 
+    def gate_refusal(self) -> str:
+        if self.ragged_k:
+            return ("a gated epilogue (SwiGLU, GeGLU) gates the forward product's columns; Grouped('k') computes the "
+                    "weights' gradient: use it on a Grouped() descriptor")
+        return super().gate_refusal()
+
     def tile_rows_bound(self, rows: int, groups: int) -> int:
         """The most tile rows ``rows`` rows in ``groups`` groups make (each group's last tile may be part full)."""
         return rows // self.tile.m + min(groups, rows)

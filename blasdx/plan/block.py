@@ -18,6 +18,7 @@ from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, PROMOTION_K, REGIS
 from ..describe.operands import arrangement_of, k_major, promotes_of, takes_float_micro_tiles
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import shared_memory_parts_of
+from ..errors import ArgumentError
 from ..tuning import tuning_of
 from .overrides import NO_OVERRIDES, PlanOverrides
 
@@ -147,6 +148,12 @@ class GemmPlan:
         if not self.promote_k:
             return 0
         return self.tile_n // 2 * (2 if self.promotes_in_pairs else 1)
+
+    def gated(self) -> GemmPlan:
+        """No gated epilogue here (DescriptorPlan.gated): the block GEMM's tiles are C's whole width."""
+        raise ArgumentError(f"a gated epilogue (SwiGLU, GeGLU) runs on Grid() and Grouped() descriptors; this one is "
+                            f"{self.execution.capitalize()}(): use descriptor.replace(Grid()), or apply the gate after "
+                            f"the GEMM")
 
     def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool) -> str:
         """Why the batched kernel cannot take FP8 scales of these recipes on the device ("" where it can;

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
 from ..describe.families.common import GRID_MIN_TILES
 from ..describe.precision import PRECISIONS
-from ..errors import DescriptorError, UnsupportedError
+from ..errors import ArgumentError, DescriptorError, UnsupportedError
 from ..tuning import tuning_of
 from .block import (
     GemmPlan,
@@ -240,6 +240,38 @@ class GridPlan:
             return (f"blockwise scales: the tile's n ({tile.n}) must divide {PROMOTION_K}, so that a tile lies in one "
                     f"column block of B's scales; use Tile({tile.m}, {PROMOTION_K}, {tile.k})")
         return ""
+
+    def gate_refusal(self) -> str:
+        """Why the grid kernel cannot gate its products (execute()'s epilogue=blasdx.swiglu/geglu; "" where it can):
+        a lane must hold each pair of the product's columns (2j, 2j + 1), as mma.sync and wgmma tiles do (c_col), of
+        real floating-point values, and C its default leading dimension (its columns are half of the product's)."""
+        c = self.c
+        if self.is_complex or not PRECISIONS[c.precision].is_float:
+            what = f"complex {c.precision}" if self.is_complex else c.precision
+            return f"a gated epilogue (SwiGLU, GeGLU) needs real floating-point values; this GEMM's C is {what}"
+        if not self.tile.instruction.is_mma:
+            return (f"a gated epilogue runs on tensor-core tiles, whose lanes hold the product's columns 2j and 2j + 1 "
+                    f"side by side; this GEMM's tiles run {self.tile.instruction.name} (explain() says why): describe "
+                    f"it for the tensor cores (TF32 for float32), or apply the gate after the GEMM")
+        if self.n % 2:
+            return f"a gated epilogue pairs the product's columns (gate, up), so n must be even; Size's n is {self.n}"
+        if c.ld != (self.n if c.layout == "row_major" else self.m):
+            return (f"a gated epilogue writes C with n / 2 = {self.n // 2} columns at its own leading dimension; this "
+                    f"descriptor's LeadingDimension sets C's to {c.ld}: leave C's at its default")
+        return ""
+
+    def gated(self) -> GridPlan:
+        """This plan for a gated epilogue (Fusion.gate): C holds n / 2 columns, C(r, j) the gate of the product's
+        columns 2j and 2j + 1 (templates/gated_c.cuh.j2); no batched alternative (item_block) takes it.
+        ArgumentError where gate_refusal says why not."""
+        refusal = self.gate_refusal()
+        if refusal:
+            raise ArgumentError(refusal)
+        c, cols = self.c, self.n // 2
+        row_major = c.layout == "row_major"
+        gated_c = replace(c, cols=cols, ld=cols if row_major else c.ld, smem_ld=cols if row_major else c.smem_ld,
+                          outer=c.rows if row_major else cols, inner=cols if row_major else c.rows)
+        return replace(self, c=gated_c, item_block=None)
 
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled)

@@ -45,6 +45,9 @@ class DescriptorPlan(Protocol):
     # Why its kernel cannot take FP8 scales on the device ("" where it can): ``scale_a``, ``scale_b``, each side's
     # recipe (blasdx.runtime.scales: "tensor", "row", "col", "block"; "" for none); ``load_hooks``, a_load or b_load given.
     def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool, /) -> str: ...
+    # This plan for a gated epilogue (execute()'s epilogue=blasdx.swiglu/geglu: C holds half of the product's
+    # columns); ArgumentError, with the fix, where its kernel cannot gate.
+    def gated(self) -> DescriptorPlan: ...
 
 
 class KernelPlan(Protocol):

@@ -389,10 +389,11 @@ class BiasView:
     keepalive: Any
 
 
-def bias_view(bias: Any, vc: MatrixView) -> BiasView:
+def bias_view(bias: Any, vc: MatrixView, cols: int | None = None) -> BiasView:
     """Check ``bias`` against C (same dtype, NumPy-broadcastable to C's shape, same device). An
     empty bias (which broadcasts only to an empty C) is checked for dtype, shape and device; its
-    strides and pointer, which address nothing, are not."""
+    strides and pointer, which address nothing, are not. ``cols``: the product's columns where they
+    are not C's (a gated epilogue's, twice C's), to which the bias is added."""
     ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(bias)
     pairs = vc.element_size == 2 * vc.dtype.itemsize  # complex stored as (real, imag) pairs
     if dtype != vc.dtype:
@@ -412,17 +413,19 @@ def bias_view(bias: Any, vc: MatrixView) -> BiasView:
                 f"needs a contiguous trailing dimension of 2 as well"
             )
         shape, byte_strides = shape[:-1], tuple(byte_strides[:-1])
-    c_shape = vc.shape if vc.batch is not None else (1, *vc.shape)
-    hint = (f"give a bias that broadcasts to C's shape {vc.shape} as in NumPy: ({vc.shape[-1]},) "
-            f"adds bias[j] to column j of every row, ({vc.shape[-2]}, 1) adds bias[i] to row i")
+    target = vc.shape if cols is None else (*vc.shape[:-1], cols)  # what the bias is added to
+    what = "C's shape" if cols is None else "the product's shape (before the gate)"
+    c_shape = target if vc.batch is not None else (1, *target)
+    hint = (f"give a bias that broadcasts to {what} {target} as in NumPy: ({target[-1]},) "
+            f"adds bias[j] to column j of every row, ({target[-2]}, 1) adds bias[i] to row i")
     if len(shape) > len(vc.shape) or not shape:
         raise ArgumentError(f"bias has shape {shape}; {hint}")
     strides = [0, 0, 0]
     for axis in range(1, len(shape) + 1):
         size, want = shape[-axis], c_shape[-axis]
         if size != want and size != 1:
-            raise ArgumentError(f"bias has shape {shape}, which does not broadcast to C's shape "
-                                f"{vc.shape}; {hint}")
+            raise ArgumentError(f"bias has shape {shape}, which does not broadcast to {what} "
+                                f"{target}; {hint}")
         if size != 1:
             if byte_strides[-axis] % vc.element_size:
                 raise ArgumentError(f"bias strides {byte_strides} (bytes) are not whole elements; "

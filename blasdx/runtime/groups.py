@@ -132,11 +132,12 @@ def groups_view(offsets: Any, groups: int, rows: int, device_id: int, max_groups
     return GroupsView(ptr, groups, rows, 4 * groups, owner)
 
 
-def group_bias_view(bias: Any, vc: MatrixView, groups: int) -> BiasView:
+def group_bias_view(bias: Any, vc: MatrixView, groups: int, cols: int | None = None) -> BiasView:
     """A bias added to C: one row of n values a group ((groups, n)) or for every group ((n,)), C's dtype, on C's
-    device. Its strides along (group, row, column)."""
+    device. Its strides along (group, row, column). ``cols``: the product's n where it is not C's (a gated
+    epilogue's, twice C's), to which the bias is added."""
     ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(bias)
-    n = vc.shape[-1]  # C (rows, n), or Grouped('k')'s (groups, m, n)
+    n = vc.shape[-1] if cols is None else cols  # C (rows, n), or Grouped('k')'s (groups, m, n)
     if dtype != vc.dtype:
         raise ArgumentError(f"bias has dtype {dtype.name}, but C has dtype {vc.dtype.name}; give the bias C's dtype")
     if device_id != vc.device_id:

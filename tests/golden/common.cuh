@@ -184,6 +184,13 @@ __device__ __forceinline__ float gelu(float x) {
 __device__ __forceinline__ double gelu(double x) { return 0.5 * x * erfc(x * -0.70710678118654752440); }
 template <class T> __device__ __forceinline__ T gelu(const T& x) { return static_cast<T>(gelu(static_cast<float>(x))); }
 
+// SiLU, x * sigmoid(x) = x / (1 + e^-x), the SwiGLU gate. In float by the fast exponential and divide (ex2.approx,
+// rcp.approx: a few ulp); -x past 126 / log2(e) gives the denominator over 2^126, where __fdividef returns 0 (the
+// exact value is under 1e-36). In double: exactly.
+__device__ __forceinline__ float silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
+__device__ __forceinline__ double silu(double x) { return x / (1.0 + exp(-x)); }
+template <class T> __device__ __forceinline__ T silu(const T& x) { return static_cast<T>(silu(static_cast<float>(x))); }
+
 // The largest finite value of a storage type, for satfinite.
 template <class S> struct finite_max { static constexpr double value = 0; };
 template <> struct finite_max<__half> { static constexpr double value = 65504.0; };
