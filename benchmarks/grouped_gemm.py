@@ -6,6 +6,10 @@ Needs PyTorch with CUDA; run on the GPU machine:
 
     python3 benchmarks/grouped_gemm.py [--only REGEX] [--rounds 3] [--tile 128x256x64] [--products forward,dgrad,wgrad,swiglu]
 
+fp8: FP8 e4m3 A and B with DeepSeek-V3's blockwise scales (A per row and 128 of k, B per 128 x 128 block of each
+expert's matrix), bf16 out, against torch._scaled_grouped_mm with rowwise scales (the recipe it takes; torch's bf16
+grouped GEMM where it has none) and blasdx's bf16 forward in the "dense" column (the issue's target is fp8 / bf16).
+
 swiglu: the gate+up product with the SwiGLU epilogue fused (C = silu(Z[:, 0::2]) * Z[:, 1::2], N/2 columns) against
 torch._grouped_mm followed by PyTorch's silu and product (the same FLOPs counted: the GEMM's).
 """
@@ -56,6 +60,46 @@ def routing(torch, experts: int, rows: int, seed: int = 0):
     return torch.distributions.Multinomial(rows, probs=(load / load.sum()).cpu()).sample().to(torch.int64)
 
 
+def fp8_row(torch, name, experts, k, n, rows, counts, offsets, a, b, forward, args) -> list:
+    """The fp8 product's table row (see the docstring) and its report rows."""
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)  # b8: (E, K, N) column-major a group
+    sa = (torch.rand(-(-k // 128), rows, device="cuda") + 0.5).t()  # (rows, K/128), column-major
+    sb = torch.rand(experts, -(-k // 128), -(-n // 128), device="cuda") + 0.5
+    out = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
+    desc = Size(max(1, rows // experts), n, k) + Precision("float8_e4m3", "float8_e4m3", "bfloat16") + \
+        Arrangement("row_major", "col_major", "row_major") + SM(900) + Grouped()
+    ours = partial(desc.execute, a8, b8, out, offsets=offsets, scale_a=sa, scale_b=sb)
+    ours()
+    # error against bf16 products of the scaled values (torch's grouped GEMM), over the whole call
+    a_deq = (a8.float() * sa.repeat_interleave(128, dim=1)[:, :k]).bfloat16()
+    b_deq = (b8.float() * sb.repeat_interleave(128, dim=1)[:, :k].repeat_interleave(128, dim=2)[:, :, :n]).bfloat16()
+    theirs = torch._grouped_mm(a_deq, b_deq, offs=offsets)
+    error = float(torch.linalg.norm((out - theirs).float()) / torch.linalg.norm(theirs.float()))
+    del a_deq, b_deq
+    try:  # rowwise: A per row, B per column of each expert
+        sr, sc = torch.rand(rows, device="cuda") + 0.5, torch.rand(experts, n, device="cuda") + 0.5
+        bt = b8.transpose(1, 2).contiguous().transpose(1, 2)
+        torch._scaled_grouped_mm(a8, bt, sr, sc, offs=offsets, out_dtype=torch.bfloat16)
+        reference, label = partial(torch._scaled_grouped_mm, a8, bt, sr, sc, offs=offsets, out_dtype=torch.bfloat16), \
+            "torch._scaled_grouped_mm rowwise"
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        print(f"torch._scaled_grouped_mm: {type(exc).__name__}: {str(exc).splitlines()[0]}; torch's bf16 in its place")
+        reference, label = partial(torch._grouped_mm, a, b, offs=offsets), "torch._grouped_mm bf16"
+    bf16_desc, (x, y, bf16_out), _ = forward
+    calls = (ours, reference, partial(bf16_desc.execute, x, y, bf16_out, offsets=offsets))
+    times: list[list[float]] = [[], [], []]
+    for _ in range(args.rounds):
+        for t, call in zip(times, calls):
+            t.append(timed(torch, call))
+    flops = 2 * rows * k * n
+    t_ours, t_ref, t_bf16 = (flops / min(t) / 1e9 for t in times)
+    print(f"| {name}: E={experts} K={k} N={n} rows={rows} | fp8 blockwise (vs {label}) | {int(counts.min())}-"
+          f"{int(counts.max())} | {t_ours:.0f} | {t_ref:.0f} | {t_ours / t_ref:.2f} | {t_bf16:.0f} (blasdx bf16) | "
+          f"{t_ours / t_bf16:.2f} | {error:.1e} |", flush=True)
+    return [(f"{name} fp8 blasdx", t_ours, "TFLOP/s"), (f"{name} fp8 {label}", t_ref, "TFLOP/s"),
+            (f"{name} fp8 blasdx bf16", t_bf16, "TFLOP/s")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
@@ -64,7 +108,7 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=0)
     parser.add_argument("--products", default="forward",
                         help="of forward (C = A B), dgrad (dA = dC B^T), wgrad (dB = A^T dC, Grouped('k')), swiglu (the "
-                             "forward with SwiGLU fused), comma-separated")
+                             "forward with SwiGLU fused), fp8 (blockwise-scaled FP8), comma-separated")
     args = parser.parse_args()
     import torch
 
@@ -98,6 +142,9 @@ def main() -> None:
         products["swiglu"] = (products["forward"][0], (a, b, torch.empty(rows, n // 2, device="cuda", dtype=torch.bfloat16)),
                               (a, b))
         for product in args.products.split(","):
+            if product == "fp8":
+                rows_out += fp8_row(torch, name, experts, k, n, rows, counts, offsets, a, b, products["forward"], args)
+                continue
             desc, (x, y, out), (tx, ty) = products[product]
             gated = product == "swiglu"
             hooks = {"epilogue": swiglu(layout="interleaved")} if gated else {}

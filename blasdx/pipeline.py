@@ -388,8 +388,9 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
 def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any, *, stream: Any,
                     fusion: Fusion, bias: Any, scale_a: Any, scale_b: Any, offsets: Any) -> Any:
     """execute() of a Grouped() descriptor (blasdx.kinds.grouped): C_g = alpha A_g B_g + beta C_g for the groups
-    of rows ``offsets`` cut A and C into (blasdx.runtime.groups). A call whose operands and offsets look as an earlier
-    one's (launch_signature, offsets_signature) takes that one's bound launch with its own pointers."""
+    of rows ``offsets`` cut A and C into (blasdx.runtime.groups), FP8 scales as Grid() takes them (B's one set for
+    all or a set a group: blasdx.runtime.scales). A call whose operands, offsets and scales look as an earlier one's
+    (launch_signature, offsets_signature, scales_signature) takes that one's bound launch with its own pointers."""
     if plan.execution != "grouped":
         raise ArgumentError(f"offsets= cut the rows of a Grouped() descriptor's A into groups; this descriptor is "
                             f"{plan.execution.capitalize()}(): use Grouped() (descriptor.replace(Grouped())), or "
@@ -399,26 +400,30 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
     on_torch = tensor is not None and isinstance(c, tensor)
     if on_torch and c.requires_grad:
         check_torch_output(c)
+    on_device: dict[str, Any] = {}  # the scales the kernel reads
     if scale_a is not None or scale_b is not None:
         if not (plan.a.precision.startswith("float8") and plan.b.precision.startswith("float8")):
             raise ArgumentError(f"scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are "
                                 f"{plan.a.precision} and {plan.b.precision}; scale them with alpha")
         for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
-            if x is not None and not is_number(x):
-                raise ArgumentError(plan.scales_refusal("", "", False))
-            if x is not None:
+            if is_number(x):
                 alpha = alpha * number_scale(x, name)
+            elif x is not None:
+                on_device[name] = x
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
     grouped = offsets_signature(cupy.ndarray, tensor if on_torch else None, offsets)
-    key = None if signature is None or grouped is None else (*signature[0], *grouped[0])
+    scaled = scales_signature(cupy.ndarray, tensor if on_torch else None, on_device.get("scale_a"),
+                              on_device.get("scale_b")) if on_device else ((), (0, 0))
+    key = None if signature is None or grouped is None or scaled is None else (*signature[0], *grouped[0], *scaled[0])
     bound = BOUND_LAUNCHES.get(key) if key is not None else None
     if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
         pa, pb, pc, pbias = signature[1]  # type: ignore[index]
         po, span_o, span_c = grouped[1], 4 * math.prod(grouped[0][1]), bound.spans[2]  # type: ignore[index]
-        if not bound.overlaps(pa, pb, pc, pbias) and not (span_c and pc < po + span_o and po < pc + span_c):
+        if (not bound.overlaps(pa, pb, pc, pbias, scaled[1])  # type: ignore[index]
+                and not (span_c and pc < po + span_o and po < pc + span_c)):
             try:
-                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan),
-                             stream_handle(stream, c if on_torch else None), pbias, poffsets=po)
+                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan), stream_handle(stream, c if on_torch else None),
+                             pbias, scaled[1], poffsets=po)  # type: ignore[index]
                 return c
             except cupy.cuda.driver.CUDADriverError:
                 pass  # no current context in this thread: the path below makes it current
@@ -431,19 +436,28 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
         va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups, ragged_k)  # type: ignore[attr-defined]
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
+    views = tuple(None if name not in on_device else
+                  scale_view(on_device[name], name, groups.rows, plan.n, plan.k, vc, groups.groups)
+                  for name in ("scale_a", "scale_b"))
+    sa, sb = views
+    if on_device:
+        refusal = plan.scales_refusal(sa.kind if sa else "", sb.kind if sb else "",
+                                      not (fusion.a_load.is_identity and fusion.b_load.is_identity))
+        if refusal:
+            raise ArgumentError(refusal)
     bv = None if bias is None else group_bias_view(bias, vc, groups.groups, bias_cols(plan, fusion))
-    fusion = fusion_for_bias(fusion, bv)
+    fusion = fusion_for_bias(fusion, bv).with_scales(sa.kind if sa else "", sb.kind if sb else "")
     handle = stream_handle(stream, c if on_torch else None)
     with cupy.cuda.Device(vc.device_id):
         alignment = (data_alignment(va), data_alignment(vb), data_alignment(vc))
         loaded = kernel(aligned_plan(plan, alignment), fusion, vc.device_id)
         if groups.rows == 0 or vc.span_bytes == 0:  # nothing to read or write
             return c
-        bound = bind(loaded, va, vb, vc, bv, groups=groups)
+        bound = bind(loaded, va, vb, vc, bv, views if on_device else None, groups=groups)  # type: ignore[arg-type]
         if key is not None:
             BOUND_LAUNCHES.put(key, bound)
         bound.launch(va.ptr, vb.ptr, vc.ptr, bound.scalar_bytes(alpha, beta, plan), handle,
-                     0 if bv is None else bv.ptr, poffsets=groups.ptr)
+                     0 if bv is None else bv.ptr, (sa.ptr if sa else 0, sb.ptr if sb else 0), poffsets=groups.ptr)
     return c
 
 

@@ -49,9 +49,6 @@ class GroupedPlan(GridPlan):
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=True, scaled=scaled, grouped=True)
 
-    def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool) -> str:
-        return "FP8 scales on the device are not taken by Grouped() yet; pass numbers (folded into alpha)"
-
     def gate_refusal(self) -> str:
         if self.ragged_k:
             return ("a gated epilogue (SwiGLU, GeGLU) gates the forward product's columns; Grouped('k') computes the "

@@ -198,10 +198,10 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
         fixed.update(batch=groups.groups, offsets=groups.ptr, total_rows=groups.rows)
     if bias is not None:  # BIAS_PARAMETERS: the pointer (per call), then its strides
         fixed.update(zip((p.name for p in BIAS_PARAMETERS[1:]), bias.strides))
-    if scales is not None:  # SCALE_PARAMETERS: the pointers (per call), and the strides (one scale for every item)
+    if scales is not None:  # SCALE_PARAMETERS: the pointers (per call), the strides (one set for all items; B's a group's)
         sa, sb = scales
         fixed.update(scale_a_batch_stride=0, scale_a_row_stride=sa.strides[0] if sa else 0,
-                     scale_a_k_stride=sa.strides[1] if sa else 0, scale_b_batch_stride=0,
+                     scale_a_k_stride=sa.strides[1] if sa else 0, scale_b_batch_stride=sb.batch_stride if sb else 0,
                      scale_b_k_stride=sb.strides[0] if sb else 0, scale_b_col_stride=sb.strides[1] if sb else 0)
     fixed["splits"] = splits  # where the kernel has the parameter; the workspace pointer comes per call
     parameters = plan.kernel_parameters(bias is not None, scales is not None)

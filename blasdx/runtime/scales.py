@@ -39,6 +39,7 @@ class ScaleView:
     strides: tuple[int, int]  # A: (row, k block); B: (k block, column or column block)
     span_bytes: int
     keepalive: Any
+    batch_stride: int = 0  # Grouped()'s B: from one group's scales to the next's (0: one set for all)
 
     @property
     def along_k(self) -> bool:
@@ -58,9 +59,11 @@ def number_scale(x: Any, name: str) -> float:
     return value
 
 
-def scale_view(x: Any, name: str, m: int, n: int, k: int, vc: MatrixView) -> ScaleView:
+def scale_view(x: Any, name: str, m: int, n: int, k: int, vc: MatrixView, groups: int = 0) -> ScaleView:
     """Check ``x``, the scale of A (``name`` "scale_a": rows m) or of B ("scale_b": columns n), against
-    the GEMM of depth k and C's device; raise ArgumentError naming the layout expected."""
+    the GEMM of depth k and C's device; raise ArgumentError naming the layout expected. ``groups``:
+    Grouped()'s B, whose scales are one value for all or one set a group (a leading dimension of
+    ``groups``: (groups,), (groups, n), (groups, ceil(K/128), ceil(N/128)))."""
     ptr, shape, byte_strides, dtype, device_id, owner = _from_cupy_or_interface(x)
     shape = tuple(int(d) for d in shape)
     if dtype != np.float32:
@@ -74,14 +77,23 @@ def scale_view(x: Any, name: str, m: int, n: int, k: int, vc: MatrixView) -> Sca
         raise ArgumentError(f"{name} strides {tuple(byte_strides)} (bytes) are not whole float32 elements; "
                             f"pass a contiguous copy ({CONTIGUOUS.format(name)})")
     strides = tuple(int(s) // 4 for s in byte_strides)
-    kind, view_strides = scale_kind(name, shape, strides, m, n, k)
     span = 4 * (1 + sum((d - 1) * s for d, s in zip(shape, strides)))
+    batch_stride = 0
+    if groups and name == "scale_b" and math.prod(shape) != 1:
+        if not shape or shape[0] != groups:
+            raise ArgumentError(f"scale_b has shape {shape}; Grouped() takes one value for all groups or one set a "
+                                f"group, its first dimension the {groups} groups: ({groups},) a value a group, "
+                                f"({groups}, {n}) one a column, or ({groups}, ceil(K/{SCALE_BLOCK}), "
+                                f"ceil(N/{SCALE_BLOCK})) = ({groups}, {-(-k // SCALE_BLOCK)}, {-(-n // SCALE_BLOCK)}) "
+                                f"blockwise (a set for all: scale_b.expand({groups}, ...))")
+        batch_stride, shape, strides = strides[0], shape[1:], strides[1:]
+    kind, view_strides = scale_kind(name, shape, strides, m, n, k)
     if ptr % 4:
         raise ArgumentError(f"{name}'s data pointer {ptr:#x} is not aligned to its 4-byte element; pass a copy")
     if vc.span_bytes and ptr < vc.ptr + vc.span_bytes and vc.ptr < ptr + span:
         raise ArgumentError(f"{name} overlaps C in memory; C is written while the scales are read, pass a "
                             f"separate {name} ({name}.clone())")
-    return ScaleView(kind, ptr, view_strides, span, owner)
+    return ScaleView(kind, ptr, view_strides, span, owner, batch_stride)
 
 
 def recipes_of(name: str, m: int, n: int, k: int) -> str:

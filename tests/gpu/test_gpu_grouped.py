@@ -402,3 +402,64 @@ def launch():
 def test_bad_offsets_values_stop_the_kernel(script, first, second):
     _torch()
     assert_stops_with_a_trap(script.format(first=first, second=second))
+
+
+def _blockwise(torch, x, scale, along_rows):
+    """x (float) times its blockwise scale expanded to x's shape: A's (rows, K/128) along k, B's (K/128, N/128)."""
+    if along_rows:
+        return x * scale.repeat_interleave(128, dim=1)[:, :x.shape[1]]
+    return x * scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)[:x.shape[0], :x.shape[1]]
+
+
+@pytest.mark.parametrize("recipe", ["block-block", "row-col", "tensor-block"])
+def test_fp8_groups_take_scales_on_the_device(recipe):
+    """FP8 groups scaled as DeepSeek-V3 trains them (A per row and 128 of k, B per 128 x 128 block of each group's
+    matrix) and the other recipes, B's scales a set a group; against float64 of the scaled values."""
+    torch = _torch()
+    counts = [130, 0, 1, 257, 64, 300]
+    n, k = 384, 640  # 5 K blocks, 3 column blocks
+    rows, groups = sum(counts) + 17, len(counts)  # 17 rows past the last offset
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    a = (torch.randn(rows, k, device="cuda", generator=gen)).to(torch.float8_e4m3fn)
+    b = (torch.randn(groups, n, k, device="cuda", generator=gen)).to(torch.float8_e4m3fn).transpose(1, 2)
+    offsets = torch.tensor(counts, device="cuda").cumsum(0).to(torch.int32)
+    kinds = recipe.split("-")
+    if kinds[0] == "block":  # column-major, as torch.nn.functional.scaled_mm takes them
+        sa = (torch.rand(k // 128, rows, device="cuda", generator=gen) + 0.5).t()
+    elif kinds[0] == "row":
+        sa = torch.rand(rows, device="cuda", generator=gen) + 0.5
+    else:
+        sa = torch.tensor([0.75], device="cuda")
+    if kinds[1] == "block":
+        sb = torch.rand(groups, k // 128, n // 128, device="cuda", generator=gen) + 0.5
+    else:
+        sb = torch.rand(groups, n, device="cuda", generator=gen) + 0.5
+    c = torch.full((rows, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    desc = _grouped(n, k, ("float8_e4m3", "float8_e4m3", "bfloat16"))
+    desc.execute(a, b, c, offsets=offsets, scale_a=sa, scale_b=sb)
+    ref = torch.full((rows, n), float("nan"), device="cuda", dtype=torch.float64)
+    begin = 0
+    for g, end in enumerate(offsets.tolist()):
+        x, y = a[begin:end].double(), b[g].double()
+        x = _blockwise(torch, x, sa[begin:end].double(), True) if kinds[0] == "block" else \
+            x * (sa[begin:end, None] if kinds[0] == "row" else sa).double()
+        y = _blockwise(torch, y, sb[g].double(), False) if kinds[1] == "block" else y * sb[g][None, :].double()
+        ref[begin:end] = x @ y
+        begin = end
+    assert _error(torch, c, ref) <= 1e-2
+
+
+def test_grouped_scales_in_a_shape_without_the_groups_are_refused_before_launch():
+    torch = _torch()
+    n, k = 256, 256
+    a = torch.randn(64, k, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(2, n, k, device="cuda").to(torch.float8_e4m3fn).transpose(1, 2)
+    offsets = torch.tensor([30, 64], device="cuda", dtype=torch.int32)
+    c = torch.zeros(64, n, device="cuda", dtype=torch.bfloat16)
+    desc = _grouped(n, k, ("float8_e4m3", "float8_e4m3", "bfloat16"))
+    with pytest.raises(ArgumentError, match=r"scale_b has shape \(3, 2\); Grouped\(\) takes one value for all groups "
+                                            r"or one set a group, its first dimension the 2 groups"):
+        desc.execute(a, b, c, offsets=offsets, scale_b=torch.ones(3, 2, device="cuda"))
+    with pytest.raises(ArgumentError, match=r"scale_a has shape \(30,\), which is no FP8 scaling recipe"):
+        desc.execute(a, b, c, offsets=offsets, scale_a=torch.ones(30, device="cuda"))
+    assert not c.any()

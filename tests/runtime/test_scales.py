@@ -8,7 +8,20 @@ import re
 
 import pytest
 
-from blasdx import SM, Accumulation, ArgumentError, Arrangement, Block, Grid, Precision, Size, Stages, Tile, Warp
+from blasdx import (
+    SM,
+    Accumulation,
+    ArgumentError,
+    Arrangement,
+    Block,
+    Grid,
+    Grouped,
+    Precision,
+    Size,
+    Stages,
+    Tile,
+    Warp,
+)
 from blasdx.codegen.hooks import NO_FUSION
 from blasdx.codegen.naming import kernel_name
 from blasdx.compiler.nvrtc import nvrtc_compile, options_for
@@ -66,6 +79,13 @@ def test_the_grid_kernel_takes_blockwise_scales_where_it_promotes():
     sm890 = Size(4096, 4096, 4096) + FP8 + RCR + SM(890) + Grid()
     assert "mma_fp8 does not promote them" in sm890.plan.scales_refusal("block", "block", False)
     assert "remove Accumulation" not in sm890.plan.scales_refusal("block", "block", False)
+
+
+def test_grouped_kernels_take_grids_scales():
+    """Grouped(): A's scales along the call's rows, B's a set a group (Grouped('k') is 16-bit only: no FP8)."""
+    grouped = (Size(128, 4096, 7168) + FP8 + RCR + SM(900) + Grouped()).plan
+    assert grouped.scales_refusal("block", "block", False) == "" and grouped.scales_refusal("row", "col", False) == ""
+    assert "load hooks" in grouped.scales_refusal("block", "", True)
 
 
 def test_the_batched_kernel_takes_scales_where_each_k_block_is_scaled_whole():
