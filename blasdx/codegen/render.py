@@ -242,6 +242,13 @@ def render_grid_device_source(plan: GridPlan, name: str = "gemm") -> str:
     return render_common() + "\n" + render_grid_block(plan, name)
 
 
+def render_grouped_device_source(plan: GridPlan, name: str = "gemm") -> str:
+    """A Grouped() descriptor's device code in namespace ``name``: Grid()'s, then the groups' scheduler
+    (schedule_groups, tile_of_groups, group_mainloop) for blocks of the tile's threads."""
+    return render_grid_device_source(plan, name) + "\n" + template("grouped.cuh.j2").render(
+        ns=name, max_groups=plan.max_groups, block_threads=plan.tile.threads)
+
+
 def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
     """The complete source of the grid kernel behind a Grid() descriptor's ``execute()``."""
     ns = BATCHED_NAMESPACE

@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, shared_memory_limit
-from ..codegen.render import render_grid_device_source, render_grid_kernel
+from ..codegen.render import render_grid_kernel, render_grouped_device_source
 from ..errors import ArgumentError, UnsupportedError
 from ..plan import GridPlan, PlanOverrides, grid_with_alignment, make_grid_plan
 from ..plan.block import name_stem
@@ -167,5 +167,5 @@ def explain_grouped(desc: Descriptor, plan: GroupedPlan) -> list[str]:
 
 
 KIND = ExecutionKind(execution="grouped", plan=_plan, launched=_launched, aligned=grouped_with_alignment,
-                     render_kernel=render_grid_kernel, render_device_source=render_grid_device_source,
+                     render_kernel=render_grid_kernel, render_device_source=render_grouped_device_source,
                      explain=explain_grouped, caches=(grid_with_alignment,))

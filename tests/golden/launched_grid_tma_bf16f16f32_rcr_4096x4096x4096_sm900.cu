@@ -1182,12 +1182,14 @@ __device__ __forceinline__ void block_tile_origin(int t, int& row0, int& col0) {
 // batch item) and smem stages * stage_size bytes. Edges are read as zeros. All threads of the block call
 // it; it returns with shared memory free again.
 // `scales` (wgmma with its partial sums promoted, no load hooks): scales(kt)(r, k0) scales the partial sums of
-// row r (of the tile) of K tile kt (blockwise-scaled FP8).
+// row r (of the tile) of K tile kt (blockwise-scaled FP8). `rows`: the tile's rows of A to read where they end
+// before the problem's (a group's, Grouped()); -1: rows_inside(row0).
 template <class ALoad = blasdx::identity, class BLoad = blasdx::identity, class Scales = blasdx::unit_scales>
 __device__ __forceinline__ void mainloop_range(const a_t* a, const b_t* b, int row0, int col0, int kt_begin, int kt_end,
                                                unsigned char* smem, accumulator& acc, const ALoad& a_load = {},
-                                               const BLoad& b_load = {}, const Scales& scales = {}) {
-  const int rows = rows_inside(row0), cols = cols_inside(col0);
+                                               const BLoad& b_load = {}, const Scales& scales = {}, int rows = -1) {
+  if (rows < 0) rows = rows_inside(row0);
+  const int cols = cols_inside(col0);
   const a_t* a_tile = a + a_global(row0, 0);
   const b_t* b_tile = b + b_global(0, col0);
   // Start the copies of K tile kt into its stage (the edges' partial copies zero the rest).
