@@ -7,7 +7,7 @@
         smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)  # A at g.a_offset, B at g.b_offset
         acc = g.make_accumulator()                # the thread's values in a local array, zeroed
         for t in range(steps):
-            g.load_a(a, lda, 0, t * g.k, smem)    # the tile of A at (row 0, column t k)
+            g.load_a(a, lda, 0, t * g.k, smem)    # the tile of A at (row 0, column t k); packed: t * g.k_elements
             g.load_b(b, ldb, t * g.k, 0, smem)
             g.copy_wait()
             g.multiply(smem, acc)
@@ -294,10 +294,12 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
     for name, suffix, kinds, result in _FUNCTIONS:
         if bias and name.startswith("store"):
             kinds = (*kinds, *_BIAS)
+        if name.endswith("_partial") and name.startswith("load") and plan.a.pack > 1:
+            continue  # packed operands have no edge-tile loads
         setattr(g, name, external(name, suffix, kinds, result))
     setattr(g, "make_accumulator", intrinsic(make))  # noqa: B010 - a module's attributes, set as any other
     dim = gemm.block_dim
-    facts = {"m": plan.m, "n": plan.n, "k": plan.k, "block_dim": (dim.x, dim.y, dim.z), "threads": plan.threads,
+    facts = {"m": plan.m, "n": plan.n, "k": plan.k, "k_elements": plan.k // plan.a.pack, "block_dim": (dim.x, dim.y, dim.z), "threads": plan.threads,
              "accumulator_size": accumulator_size, "shared_memory_size": gemm.shared_memory_size,
              "shared_memory_size_ab": gemm.shared_memory_size_ab, "a_offset": plan.a.smem_offset,
              "b_offset": plan.b.smem_offset, "c_offset": plan.c.smem_offset, "arch": unit.arch,
