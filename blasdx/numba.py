@@ -80,10 +80,26 @@ def _numba() -> Any:
     return numba.cuda
 
 
+cuda = _numba()  # at import: UnsupportedError, with the fix, where numba-cuda is missing, too old or broken
+
+from cuda.bindings import driver, nvjitlink  # noqa: E402 - numba-cuda's dependencies, usable once it imports
+from llvmlite import ir  # noqa: E402
+from numba.core import types  # noqa: E402
+from numba.cuda import LTOIR  # noqa: E402
+
+try:
+    from numba.cuda import cgutils
+    from numba.cuda.core.errors import TypingError
+    from numba.cuda.extending import intrinsic
+except ImportError:  # numba-cuda before it had its own copies
+    from numba.core import cgutils  # type: ignore[no-redef]
+    from numba.core.errors import TypingError  # type: ignore[no-redef]
+    from numba.core.extending import intrinsic  # type: ignore[no-redef]
+
+
 def _check_nvjitlink() -> None:
     """LTO-IR from blasdx's NVRTC links only into an nvJitLink of the same major version, no older."""
     try:
-        from cuda.bindings import nvjitlink
         linker = tuple(nvjitlink.version())
     except Exception as exc:  # noqa: BLE001 - missing module or library: the same fix
         raise UnsupportedError(f"blasdx.numba links with nvJitLink, which is not usable here ({exc}); "
@@ -96,7 +112,7 @@ def _check_nvjitlink() -> None:
             f"(pip install -U 'nvidia-nvjitlink{'-cu12' if nvrtc[0] == 12 else ''}>={nvrtc[0]}.{nvrtc[1]}')")
 
 
-def _default_arch(cuda: Any) -> int:
+def _default_arch() -> int:
     """The SM (as 900) Numba links kernels for: the current device's."""
     if not cuda.is_available():
         raise DeviceError("blasdx.numba.device_api() without arch= links for the current GPU, and Numba sees none; "
@@ -105,7 +121,7 @@ def _default_arch(cuda: Any) -> int:
     return 100 * major + 10 * minor
 
 
-def _numba_dtype(types: Any, precision: str, is_complex: bool) -> Any:
+def _numba_dtype(precision: str, is_complex: bool) -> Any:
     """The Numba type of one element of a ``precision`` matrix (ARRAY_DTYPES)."""
     info = PRECISIONS[precision]
     if is_complex:
@@ -122,7 +138,7 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
     (module docstring). ``arch`` (as 900): the SM Numba links for, by default the current GPU's; the hooks
     as execute() takes them; ``bias=True`` adds store's bias(row, col) arguments, ``bias="row"`` one row of
     n values read by column alone (row stride ignored)."""
-    cuda = _numba()
+    _numba()  # (again: a patched environment in tests)
     if not isinstance(gemm, Descriptor):
         raise ArgumentError(f"device_api() takes a blasdx descriptor, got {type(gemm).__name__}")
     plan = gemm.plan
@@ -133,7 +149,7 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
         raise ArgumentError(f"bias must be False, True or 'row', got {bias!r}")
     _check_nvjitlink()
     if arch is None:
-        arch = _default_arch(cuda)
+        arch = _default_arch()
     fusion = pipeline.fusion(gemm, prologue, epilogue, a_load, b_load, c_load, c_store, bool(bias))
     if bias == "row":
         fusion = fusion.reading_bias_by_column()
@@ -180,19 +196,6 @@ _ARITY: dict[int, Any] = {
 
 def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool) -> pytypes.ModuleType:
     """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry, make_accumulator, the facts."""
-    from llvmlite import ir
-    from numba.core import types
-    from numba.cuda import LTOIR
-
-    try:
-        from numba.cuda import cgutils
-        from numba.cuda.core.errors import TypingError
-        from numba.cuda.extending import intrinsic
-    except ImportError:  # numba-cuda before it had its own copies
-        from numba.core import cgutils  # type: ignore[no-redef]
-        from numba.core.errors import TypingError  # type: ignore[no-redef]
-        from numba.core.extending import intrinsic  # type: ignore[no-redef]
-
     ltoir = LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir")
     value = plan.mma_acc_type or plan.acc_type
     acc_dtype = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[value])
@@ -210,7 +213,7 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
         for i, (kind, arg) in enumerate(zip(kinds, args)):
             if kind in operands:
                 precision, matrix = operands[kind]
-                want = _numba_dtype(types, precision, plan.is_complex)
+                want = _numba_dtype(precision, plan.is_complex)
                 if not isinstance(arg, types.Array) or arg.dtype != want:
                     what = f"complex {precision}" if plan.is_complex else precision
                     raise TypingError(
@@ -320,7 +323,6 @@ def allow_shared_memory(kernel: Any, nbytes: int) -> None:
     if not overloads:
         raise ArgumentError("allow_shared_memory() sets the limit of compiled kernels, and this one has none yet; "
                             "call kernel.compile('void(...)') with its signature first")
-    from cuda.bindings import driver
     attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     for overload in overloads:
         function = overload.library.get_cufunc()
