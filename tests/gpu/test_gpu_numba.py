@@ -231,3 +231,22 @@ def test_a_python_epilogue_by_row_and_column_and_the_async_multiply():
     d = cp.zeros(64 * 64, np.float32)
     kernel[1, g.block_dim, 0, g.shared_memory_size_ab](device(a, "float16", False), device(bt, "float16", False), d)
     assert relative_error(d.get().reshape(64, 64).astype(np.float64), (a @ bt.T) ** 2) <= 2 * bound(desc)
+
+
+def test_allow_shared_memory_lets_a_launch_take_over_48_kib():
+    from numba.core import types
+
+    desc = gemm((128, 128, 64), "float16", "float16", "float32", 900)
+    g = blasdx.numba.device_api(desc)
+    assert g.shared_memory_size > 48 * 1024
+    kernel = kernels(g, edges=False)
+    kernel.compile((types.float16[::1], types.float16[::1], types.float32[::1], types.int64, types.int64, types.int64,
+                    types.float64, types.float64))
+    blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
+    M, N, K = 256, 256, 128
+    rng = np.random.default_rng(11)
+    a, bt = values("float16", (M, K), rng, False), values("float16", (N, K), rng, False)
+    out = cp.zeros(M * N, np.float32)
+    kernel[(2, 2), g.block_dim, 0, g.shared_memory_size](device(a, "float16", False), device(bt, "float16", False),
+                                                         out, M, N, K, 1.0, 0.0)
+    assert relative_error(out.get().reshape(M, N).astype(np.float64), a @ bt.T) <= bound(desc)

@@ -14,11 +14,12 @@ cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed (pi
 core = pytest.importorskip("cuda.core")
 from numba.core import types  # noqa: E402
 
-CC = {800: (8, 0), 890: (8, 9), 900: (9, 0, "a")}
+# Numba's targets: "a" (arch-specific) from SM 90 on.
+CC = {800: (8, 0), 890: (8, 9), 900: (9, 0, "a"), 1000: (10, 0, "a")}
 
 
 def link_arch(arch: int) -> str:
-    return f"sm_{arch // 10}" + ("a" if arch == 900 else "")
+    return f"sm_{arch // 10}" + ("a" if arch >= 900 else "")
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,17 @@ def test_k_loop_kernel_links_with_everything_inlined(desc, dtypes, instruction):
         assert linked.count("mma.sync") == 0, "wgmma's mma.sync fallback was compiled in"
 
 
+def test_an_sm_100a_link_takes_blasdx_sm_100_ltoir():
+    from blasdx.compiler import supported_archs
+
+    if 1000 not in supported_archs():
+        pytest.skip("this NVRTC does not target SM 100")
+    desc = gemm((64, 64, 32), "float16", "float16", "float32", 900)
+    g = blasdx.numba.device_api(desc, arch=1000)  # blasdx compiles sm_100; Numba links sm_100a
+    linked = link(k_loop(g), k_loop_signature(g, types.float16, types.float16, types.float32), 1000)
+    assert linked.calls == 0 and linked.count("mma.sync") > 0
+
+
 def test_two_gemms_link_into_one_kernel():
     first = blasdx.numba.device_api(gemm((64, 64, 64), "float16", "float16", "float32", 900), arch=900)
     second = blasdx.numba.device_api(gemm((64, 64, 64), "float32", "float32", "float32", 900), arch=900)
@@ -228,3 +239,40 @@ def test_without_a_gpu_arch_is_required():
         pytest.skip("a GPU is present: the default arch is its own")
     with pytest.raises(DeviceError, match=r"pass arch= \(as 900\)"):
         blasdx.numba.device_api(F16)
+
+
+REPEAT = r"""
+extern "C" __global__ void repeat(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  auto acc = gemm::make_accumulator();
+  gemm::load_a(a, gemm::k, sa);
+  gemm::load_b(b, gemm::k, sb);
+  gemm::copy_wait();
+  for (int r = 0; r < reps; ++r) gemm::multiply(sa, sb, acc);
+  gemm::store(acc, c, gemm::n, 1.0f, 0.0f);
+}
+"""
+
+
+def test_registers_stay_near_the_cpp_twin():
+    from blasdx import compile_kernel
+
+    g = blasdx.numba.device_api(F16, arch=900)
+
+    def kernel(a, b, c, reps):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        acc = g.make_accumulator()
+        g.load_a(a, g.k, 0, 0, smem)
+        g.load_b(b, g.k, 0, 0, smem)
+        g.copy_wait()
+        for _ in range(reps):
+            g.multiply(smem, acc)
+        g.store(acc, c, g.n, 1.0, 0.0)
+
+    linked = link(kernel, (types.float16[::1], types.float16[::1], types.float32[::1], types.int32), 900)
+    twin = compile_kernel(F16.device_source("gemm") + REPEAT, "repeat", sm=900)
+    assert twin.resources is not None
+    assert linked.registers <= twin.resources.registers + 32, (linked.registers, twin.resources.registers)
+    assert linked.count("mma.sync") == 0 and linked.count("wgmma.mma_async") >= 4
