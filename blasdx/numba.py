@@ -85,16 +85,16 @@ cuda = _numba()  # at import: UnsupportedError, with the fix, where numba-cuda i
 from cuda.bindings import driver, nvjitlink  # noqa: E402 - numba-cuda's dependencies, usable once it imports
 from llvmlite import ir  # noqa: E402
 from numba.core import types  # noqa: E402
-from numba.cuda import LTOIR  # noqa: E402
+from numba.cuda import LTOIR  # type: ignore[attr-defined]  # noqa: E402 - (numba's stubs lag its exports)
 
 try:
-    from numba.cuda import cgutils
+    from numba.cuda import cgutils  # type: ignore[attr-defined]
     from numba.cuda.core.errors import TypingError
     from numba.cuda.extending import intrinsic
 except ImportError:  # numba-cuda before it had its own copies
     from numba.core import cgutils  # type: ignore[no-redef]
     from numba.core.errors import TypingError  # type: ignore[no-redef]
-    from numba.core.extending import intrinsic  # type: ignore[no-redef]
+    from numba.core.extending import intrinsic  # type: ignore[no-redef,assignment]
 
 
 def _check_nvjitlink() -> None:
@@ -194,9 +194,14 @@ _ARITY: dict[int, Any] = {
 }
 
 
+# One LTOIR object a unit: Numba links a kernel's files once each (a set of objects), so two namespaces of one
+# unit in a kernel (device_api called twice) add it once, not twice (a link of duplicate symbols).
+_LTOIR: dict[tuple[str, int], Any] = {}
+
+
 def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool) -> pytypes.ModuleType:
     """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry, make_accumulator, the facts."""
-    ltoir = LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir")
+    ltoir = _LTOIR.setdefault((unit.namespace, unit.arch), LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir"))
     value = plan.mma_acc_type or plan.acc_type
     acc_dtype = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[value])
     scalar_base = plan.scalar_type.removeprefix("blasdx::complex<").removesuffix(">")
@@ -209,7 +214,7 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
     def typed(function: str, kinds: tuple[str, ...], args: tuple) -> list:
         if len(args) != len(kinds):
             raise TypingError(f"blasdx: {function}() takes {len(kinds)} arguments, got {len(args)}")
-        declared = []
+        declared: list[Any] = []
         for i, (kind, arg) in enumerate(zip(kinds, args)):
             if kind in operands:
                 precision, matrix = operands[kind]

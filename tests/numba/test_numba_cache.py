@@ -37,4 +37,4 @@ def test_a_second_process_reads_the_ltoir_from_disk(tmp_path):
     second = _device_api_in_a_fresh_process(tmp_path)
     assert first["builds"] == 1 and second["builds"] == 0
     assert first["namespace"] == second["namespace"]
-    assert second["seconds"] < 0.25, second  # a disk hit renders nothing (about 0.03 s)
+    assert second["seconds"] < 1.0, second  # a disk hit renders nothing: about 0.03 s alone, more beside other tests

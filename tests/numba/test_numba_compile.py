@@ -95,6 +95,18 @@ def test_two_gemms_link_into_one_kernel():
     assert linked.calls == 0 and linked.count("wgmma.mma_async") > 0
 
 
+def test_one_gemm_asked_for_twice_links_its_functions_once():
+    first = blasdx.numba.device_api(gemm((32, 32, 32), "float32", "float32", "float32", 800), arch=800)
+    again = blasdx.numba.device_api(gemm((32, 32, 32), "float32", "float32", "float32", 800), arch=800)
+
+    def kernel(c):
+        acc = first.make_accumulator()
+        again.zero(acc)
+        again.store(acc, c, 32, 1.0, 0.0)
+
+    assert link(kernel, (types.float32[::1],), 800).calls == 0
+
+
 HOOKED = gemm((64, 64, 32), "float16", "float16", "float32", 800)
 
 
