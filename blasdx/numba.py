@@ -85,7 +85,7 @@ cuda = _numba()  # at import: UnsupportedError, with the fix, where numba-cuda i
 from cuda.bindings import driver, nvjitlink  # noqa: E402 - numba-cuda's dependencies, usable once it imports
 from llvmlite import ir  # noqa: E402
 from numba.core import types  # noqa: E402
-from numba.cuda import LTOIR  # type: ignore[attr-defined]  # noqa: E402 - (numba's stubs lag its exports)
+from numba.cuda import LTOIR, CUSource  # type: ignore[attr-defined]  # noqa: E402 - (numba's stubs lag its exports)
 
 try:
     from numba.cuda import cgutils  # type: ignore[attr-defined]
@@ -133,11 +133,12 @@ def _numba_dtype(precision: str, is_complex: bool) -> Any:
 
 def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = None, epilogue: Any = None,
                a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
-               bias: bool | str = False) -> pytypes.ModuleType:
+               bias: bool | str = False, link: str = "ltoir") -> pytypes.ModuleType:
     """The device API of Block() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and facts
     (module docstring). ``arch`` (as 900): the SM Numba links for, by default the current GPU's; the hooks
     as execute() takes them; ``bias=True`` adds store's bias(row, col) arguments, ``bias="row"`` one row of
-    n values read by column alone (row stride ignored)."""
+    n values read by column alone (row stride ignored). ``link="source"``: Numba compiles blasdx's source itself
+    for each kernel (no disk cache; where nvJitLink is older than blasdx's NVRTC)."""
     _numba()  # (again: a patched environment in tests)
     if not isinstance(gemm, Descriptor):
         raise ArgumentError(f"device_api() takes a blasdx descriptor, got {type(gemm).__name__}")
@@ -147,14 +148,21 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
                                f"{plan.execution.capitalize()}(): use descriptor.replace(Block())")
     if bias not in (False, True, "row"):
         raise ArgumentError(f"bias must be False, True or 'row', got {bias!r}")
-    _check_nvjitlink()
-    if arch is None:
-        arch = _default_arch()
+    if link not in ("ltoir", "source"):
+        raise ArgumentError(f"link must be 'ltoir' (blasdx compiles, cached) or 'source' (Numba compiles), got {link!r}")
     fusion = pipeline.fusion(gemm, prologue, epilogue, a_load, b_load, c_load, c_store, bool(bias))
     if bias == "row":
         fusion = fusion.reading_bias_by_column()
+    if link == "source":
+        namespace, source = pipeline.numba_unit_source(plan, fusion or NO_FUSION)  # type: ignore[arg-type]
+        code = _LINKED.setdefault((namespace, 0), CUSource(source, name=f"{namespace}.cu"))
+        return _namespace(gemm, plan, namespace, code, "the arch Numba links for", fusion.bias)
+    _check_nvjitlink()
+    if arch is None:
+        arch = _default_arch()
     unit = pipeline.numba_unit(plan, fusion or NO_FUSION, arch)  # type: ignore[arg-type]  # Block(): a GemmPlan
-    return _namespace(gemm, plan, unit, fusion.bias)
+    code = _LINKED.setdefault((unit.namespace, unit.arch), LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir"))
+    return _namespace(gemm, plan, unit.namespace, code, f"SM {unit.arch}", fusion.bias)
 
 
 # The device API's functions: (name, C symbol's suffix, parameters, result). A parameter is an operand array
@@ -194,14 +202,14 @@ _ARITY: dict[int, Any] = {
 }
 
 
-# One LTOIR object a unit: Numba links a kernel's files once each (a set of objects), so two namespaces of one
-# unit in a kernel (device_api called twice) add it once, not twice (a link of duplicate symbols).
-_LTOIR: dict[tuple[str, int], Any] = {}
+# One linked object a unit (and arch; 0: source): Numba links a kernel's files once each (a set of objects), so two
+# namespaces of one unit in a kernel (device_api called twice) add it once, not twice (duplicate symbols).
+_LINKED: dict[tuple[str, int], Any] = {}
 
 
-def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool) -> pytypes.ModuleType:
-    """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry, make_accumulator, the facts."""
-    ltoir = _LTOIR.setdefault((unit.namespace, unit.arch), LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir"))
+def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str, bias: bool) -> pytypes.ModuleType:
+    """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry calling ``<prefix>_<function>`` of
+    ``code`` (LTOIR or CUSource, for ``target``), make_accumulator, the facts."""
     value = plan.mma_acc_type or plan.acc_type
     acc_dtype = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[value])
     scalar_base = plan.scalar_type.removeprefix("blasdx::complex<").removesuffix(">")
@@ -249,7 +257,7 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
                 raise ArgumentError("blasdx's device functions need link-time optimization (without it each is a "
                                     "real call and the accumulator lives in local memory): remove lto=False or "
                                     "debug=True from cuda.jit")
-            library.add_linking_file(ltoir)
+            library.add_linking_file(code)
             values = []
             for ty, v in zip(sig.args, llargs):
                 if isinstance(ty, types.Array):
@@ -269,7 +277,7 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
 
     def external(name: str, suffix: str, kinds: tuple[str, ...], result: str) -> Any:
         returns = {"void": types.void, "int": types.int32, "bool": types.boolean}[result]
-        codegen = lowering(f"{unit.namespace}_{suffix}", result)
+        codegen = lowering(f"{prefix}_{suffix}", result)
 
         def typer(typingctx: Any, *args: Any) -> Any:
             return returns(*typed(name, kinds, args)), codegen
@@ -279,7 +287,7 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
 
     def make(typingctx: Any) -> Any:
         array = types.Array(acc_dtype, 1, "C")
-        zero = lowering(f"{unit.namespace}_zero", "void")
+        zero = lowering(f"{prefix}_zero", "void")
 
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             element = context.get_data_type(acc_dtype)
@@ -297,8 +305,7 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
         return array(), codegen
     make.__name__ = "make_accumulator"
 
-    g = pytypes.ModuleType(f"blasdx.numba.{unit.namespace}",
-                           f"The device API of {gemm!r} for Numba kernels, linked for SM {unit.arch}.")
+    g = pytypes.ModuleType(f"blasdx.numba.{prefix}", f"The device API of {gemm!r} for Numba kernels, for {target}.")
     for name, suffix, kinds, result in _FUNCTIONS:
         if bias and name.startswith("store"):
             kinds = (*kinds, *_BIAS)
@@ -310,8 +317,8 @@ def _namespace(gemm: Descriptor, plan: Any, unit: pipeline.NumbaUnit, bias: bool
     facts = {"m": plan.m, "n": plan.n, "k": plan.k, "k_elements": plan.k // plan.a.pack, "block_dim": (dim.x, dim.y, dim.z), "threads": plan.threads,
              "accumulator_size": accumulator_size, "shared_memory_size": gemm.shared_memory_size,
              "shared_memory_size_ab": gemm.shared_memory_size_ab, "a_offset": plan.a.smem_offset,
-             "b_offset": plan.b.smem_offset, "c_offset": plan.c.smem_offset, "arch": unit.arch,
-             "namespace": unit.namespace, "accumulator_dtype": acc_dtype}
+             "b_offset": plan.b.smem_offset, "c_offset": plan.c.smem_offset, "namespace": prefix,
+             "accumulator_dtype": acc_dtype}
     for name, fact in facts.items():
         setattr(g, name, fact)
     setattr(g, "allow_shared_memory", allow_shared_memory)  # noqa: B010

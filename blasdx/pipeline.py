@@ -224,6 +224,12 @@ def numba_unit(plan: GemmPlan, fusion: Fusion, arch: int) -> NumbaUnit:
     return unit
 
 
+def numba_unit_source(plan: GemmPlan, fusion: Fusion) -> tuple[str, str]:
+    """(namespace, source) of numba_unit's unit, for Numba to compile itself (blasdx.numba's link="source")."""
+    ns = c_abi_namespace(render.numba_unit_identity(plan, fusion))
+    return ns, render.render_numba_unit(plan, ns, fusion)
+
+
 # --- cubin -> loaded kernel --------------------------------------------------------------
 
 _loaded: dict[tuple[DescriptorPlan, Fusion, int], Kernel] = {}

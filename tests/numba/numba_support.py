@@ -48,7 +48,7 @@ def link(kernel, signature: tuple, arch: int) -> Linked:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Numba's performance warnings on a CPU compile
         codes, _ = cuda.compile_all(kernel, signature, device=False, cc=CC[arch], output="ltoir", abi="numba")
-    objects = [core.ObjectCode.from_ltoir(getattr(c, "data", c)) for c in codes]
+    objects = [c if isinstance(c, core.ObjectCode) else core.ObjectCode.from_ltoir(getattr(c, "data", c)) for c in codes]
     options = dict(arch=link_arch(arch), link_time_optimization=True)
     linker = core.Linker(*objects, options=core.LinkerOptions(**options, verbose=True))
     linker.link("cubin")

@@ -95,6 +95,12 @@ def test_two_gemms_link_into_one_kernel():
     assert linked.calls == 0 and linked.count("wgmma.mma_async") > 0
 
 
+def test_link_source_has_numba_compile_blasdx_source():
+    g = blasdx.numba.device_api(gemm((32, 32, 32), "float32", "float32", "float32", 800), link="source")
+    linked = link(k_loop(g), k_loop_signature(g, types.float32, types.float32, types.float32), 800)
+    assert linked.calls == 0 and linked.count("ld.local") == 0
+
+
 def test_one_gemm_asked_for_twice_links_its_functions_once():
     first = blasdx.numba.device_api(gemm((32, 32, 32), "float32", "float32", "float32", 800), arch=800)
     again = blasdx.numba.device_api(gemm((32, 32, 32), "float32", "float32", "float32", 800), arch=800)
@@ -221,6 +227,8 @@ ERRORS = [  # (id, what the user did, error class, message)
      r"bias must be False, True or 'row'"),
     ("hook-name", lambda mp: blasdx.numba.device_api(F16, arch=900, epilogue="rleu"), ArgumentError,
      r"not a built-in hook"),
+    ("link-value", lambda mp: blasdx.numba.device_api(F16, arch=900, link="ptx"), ArgumentError,
+     r"link must be 'ltoir' .* or 'source'"),
     ("not-a-descriptor", lambda mp: blasdx.numba.device_api("gemm", arch=900), ArgumentError,
      r"takes a blasdx descriptor"),
 ]
