@@ -109,7 +109,8 @@ def _check_nvjitlink() -> None:
         raise UnsupportedError(
             f"nvJitLink {linker[0]}.{linker[1]} cannot link LTO-IR from blasdx's NVRTC {nvrtc[0]}.{nvrtc[1]}: it "
             f"must be the same major version and no older; install nvidia-nvjitlink {nvrtc[0]}.{nvrtc[1]} or newer "
-            f"(pip install -U 'nvidia-nvjitlink{'-cu12' if nvrtc[0] == 12 else ''}>={nvrtc[0]}.{nvrtc[1]}')")
+            f"(pip install -U 'nvidia-nvjitlink{'-cu12' if nvrtc[0] == 12 else ''}>={nvrtc[0]}.{nvrtc[1]}'), or pass "
+            f"link='source' (Numba compiles the source)")
 
 
 def _default_arch() -> int:
