@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from . import settings
 from .arch import accepted_sms
 from .codegen import render
 from .codegen.hooks import NO_FUSION, Fusion, Hook, make_fusion
-from .codegen.naming import kernel_name
+from .codegen.naming import c_abi_namespace, kernel_name
 from .compiler import (
     DEFAULT_CACHE,
     CompiledKernel,
@@ -40,7 +41,7 @@ from .compiler import (
 from .describe.descriptor import Descriptor
 from .errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from .kinds import aligned_plan, every_kind, launched_plan, of_descriptor, render_device_source, render_launched
-from .plan import NO_OVERRIDES, DescriptorPlan, PlanOverrides
+from .plan import NO_OVERRIDES, DescriptorPlan, GemmPlan, PlanOverrides
 from .plan import explain as explaining
 from .runtime.arguments import (
     BiasView,
@@ -185,6 +186,48 @@ def compile_for_arch(plan: DescriptorPlan, arch: int, fusion: Fusion | None = No
 def _first_error(log: str) -> str:
     lines = [line for line in (log or "").splitlines() if "error" in line]
     return lines[0].split("error:", 1)[-1].strip() if lines else (log or "").strip()[:200]
+
+
+# --- plan -> LTO-IR for a Numba kernel (blasdx.numba) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class NumbaUnit:
+    """A block GEMM's device API as C-ABI functions ``<namespace>_<function>`` in LTO-IR for ``arch``
+    (templates/numba.cu.j2), which blasdx.numba links into Numba kernels."""
+
+    ltoir: bytes
+    namespace: str
+    arch: int
+
+
+_numba_units: dict[tuple[GemmPlan, Fusion, int], NumbaUnit] = {}
+
+
+def numba_unit(plan: GemmPlan, fusion: Fusion, arch: int) -> NumbaUnit:
+    """The LTO-IR of ``plan``'s device API with ``fusion``'s hooks for ``arch`` (as 900): memoized, and
+    from the disk cache by its identity (a hit renders nothing)."""
+    key = (plan, fusion, arch)
+    unit = _numba_units.get(key)
+    if unit is not None:
+        return unit
+    check_arch(arch)
+    if arch < plan.sm:
+        raise UnsupportedError(f"arch {arch} is older than the descriptor's SM({plan.sm}); link for SM {plan.sm} "
+                               f"or newer, or use .replace(SM({arch}))")
+    identity = render.numba_unit_identity(plan, fusion)
+    ns = c_abi_namespace(identity)
+    entry = compile_source(lambda: render.render_numba_unit(plan, ns, fusion), arch, name=ns, identity=identity,
+                           output="ltoir", metadata={"namespace": ns})
+    unit = NumbaUnit(ltoir=entry.cubin, namespace=ns, arch=arch)
+    _numba_units[key] = unit
+    return unit
+
+
+def numba_unit_source(plan: GemmPlan, fusion: Fusion) -> tuple[str, str]:
+    """(namespace, source) of numba_unit's unit, for Numba to compile itself (blasdx.numba's link="source")."""
+    ns = c_abi_namespace(render.numba_unit_identity(plan, fusion))
+    return ns, render.render_numba_unit(plan, ns, fusion)
 
 
 # --- cubin -> loaded kernel --------------------------------------------------------------
@@ -495,6 +538,7 @@ def clear_caches() -> None:
     _RESOLVED_FUSIONS.clear()
     _GATED_PLANS.clear()
     _compiled.clear()
+    _numba_units.clear()
     with _load_lock:
         _loaded.clear()
     BOUND_LAUNCHES.clear()

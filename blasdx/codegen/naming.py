@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from ..errors import DescriptorError
 from ..plan import KernelPlan
 from .hooks import NO_FUSION, Fusion
@@ -21,3 +23,9 @@ def check_namespace(name: str) -> None:
             f"device_source name must be a C++ identifier that is not a keyword, not reserved (no '__', no '_' and "
             f"a capital first) and not 'blasdx', got {name!r}; use for example 'gemm' or 'gemm1'"
         )
+
+
+def c_abi_namespace(identity: str) -> str:
+    """The namespace (and symbol prefix) of a Numba unit's C-ABI functions: ``bx_`` and 16 hex digits of
+    its identity, so that two GEMMs' functions link into one kernel side by side."""
+    return "bx_" + hashlib.sha256(identity.encode()).hexdigest()[:16]

@@ -6,7 +6,7 @@ arch, the NVRTC version, the headers' identity and the blasdx version, which is 
 NVRTC consumes. NVRTC's version and targets are read from the library directly, so that
 a cache hit needs no CuPy import. NVRTC and the CUDA headers come from pip wheels (found with
 cuda-pathfinder), then ``CUDA_PATH`` and /usr/local/cuda. No GPU is needed; the output
-is always a cubin for one ``sm_XX`` (never PTX handed to the driver).
+is a cubin for one ``sm_XX`` (never PTX handed to the driver), or LTO-IR for a Numba kernel's link.
 """
 
 from __future__ import annotations
@@ -215,8 +215,15 @@ def options_for(arch: int, extra: Iterable[str] = ()) -> tuple[str, ...]:
     return (f"-arch={compile_arch_name(arch)}", *BASE_OPTIONS, *(f"-I{d}" for d in include_dirs()), *extra)
 
 
-def nvrtc_compile(source: str, options: tuple[str, ...], program_name: str) -> tuple[bytes, str]:
-    """Run NVRTC; return (cubin, log) or raise CompileError."""
+# What compile_source can return, and the NVRTC options each adds: LTO-IR is relocatable device code for a
+# link-time-optimizing link (nvJitLink: Numba's kernels, blasdx.numba); -rdc=true warns of every
+# unused constexpr (177), of which a device source has many.
+OUTPUTS: dict[str, tuple[str, ...]] = {"cubin": (), "ltoir": ("-rdc=true", "-dlto", "-diag-suppress=177")}
+
+
+def nvrtc_compile(source: str, options: tuple[str, ...], program_name: str,
+                  output: str = "cubin") -> tuple[bytes, str]:
+    """Run NVRTC; return (cubin or LTO-IR, as ``output`` names it, and the log) or raise CompileError."""
     nvrtc = _nvrtc()
     prog = nvrtc.createProgram(source, program_name, (), ())
     try:
@@ -226,33 +233,38 @@ def nvrtc_compile(source: str, options: tuple[str, ...], program_name: str) -> t
             log = nvrtc.getProgramLog(prog)
             raise CompileError(f"NVRTC failed to compile {program_name}: {exc}", log=log,
                                source=source, options=options, kernel_name=program_name) from None
-        return nvrtc.getCUBIN(prog), nvrtc.getProgramLog(prog)
+        code = nvrtc.getLTOIR(prog) if output == "ltoir" else nvrtc.getCUBIN(prog)
+        return code, nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)
 
 
 def compile_source(source: str | Callable[[], str], arch: int, *, options: Iterable[str] = (),
                    name: str = "blasdx", metadata: dict | None = None, cache: KernelCache | None = None,
-                   identity: str | None = None) -> Entry:
+                   identity: str | None = None, output: str = "cubin") -> Entry:
     """Compile ``source`` for ``arch`` (cached). ``metadata`` is stored with the cubin.
 
     ``source`` may be a function that makes it, with ``identity``, a text that determines
     the source (what it is rendered from and by), in its place in the cache key: a cached
-    kernel is then found without making its source."""
+    kernel is then found without making its source. ``output="ltoir"``: the entry's bytes
+    are LTO-IR (OUTPUTS), for nvJitLink, in place of a cubin."""
     if identity is None and callable(source):
         raise TypeError("compile_source: a source made on demand needs an identity")
+    if output not in OUTPUTS:
+        raise ValueError(f"compile_source: output must be one of {sorted(OUTPUTS)}, got {output!r}")
     check_arch(arch)
-    full_options = options_for(arch, options)
+    full_options = options_for(arch, (*OUTPUTS[output], *options))
     named = {"source": source} if identity is None else {"identity": identity}  # never equal to each other
+    produced = {} if output == "cubin" else {"output": output}  # (cubins keep the keys they had)
     key = make_key(**named, options=full_options, arch=arch, nvrtc=nvrtc_version(), headers=header_identity(),
-                   blasdx=__version__)
+                   blasdx=__version__, **produced)
 
     def build() -> Entry:
         text = source() if callable(source) else source
         start = time.perf_counter()
-        cubin, log = nvrtc_compile(text, full_options, name)
+        cubin, log = nvrtc_compile(text, full_options, name, output)
         logger.debug("compiled %s for sm_%d in %.3f s", name, arch // 10, time.perf_counter() - start)
         return Entry(cubin=cubin, metadata={**(metadata or {}), "key": key, "name": name,
-                                            "log": log})
+                                            "log": log, **produced})
 
     return (cache or DEFAULT_CACHE).get_or_create(key, build)

@@ -1,0 +1,161 @@
+"""blasdx's block GEMM called from a Numba kernel (blasdx.numba, issue 50) against the same kernel written in C++
+and compiled by compile_kernel (a CuPy RawKernel), and against nvmath-python's device Matmul (cuBLASDx through
+libmathdx) where it is importable: the block GEMM alone, A and B in shared memory, register accumulators, multiply
+repeated REPEATS times, grid = SMs x 16, CUDA events, medians. TFLOP/s; the Numba/C++ ratio is the goal (>= 0.95).
+bf16 and FP8 rows have no nvmath column (its Matmul takes neither). Needs numba-cuda and a GPU:
+
+    python3 benchmarks/numba_block.py [--only REGEX] [--repeats 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+from functools import partial
+
+import numpy as np
+from ab import report
+
+from blasdx import SM, Arrangement, Block, Precision, Size, compile_kernel
+
+CASES = [  # name, (m, n, k), A/B precision, C precision
+    ("64x64x64 f16->f32", (64, 64, 64), "float16", "float32"),
+    ("128x128x64 f16", (128, 128, 64), "float16", "float16"),
+    ("32x32x32 f32", (32, 32, 32), "float32", "float32"),
+    ("32x32x32 f64", (32, 32, 32), "float64", "float64"),
+    ("64x64x64 bf16->f32", (64, 64, 64), "bfloat16", "float32"),
+    ("64x64x64 fp8->f32", (64, 64, 64), "float8_e4m3", "float32"),
+]
+ARRANGEMENT = ("row_major", "col_major", "row_major")
+NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "bfloat16": np.uint16,
+         "float8_e4m3": np.uint8}
+
+CPP = r"""
+extern "C" __global__ void repeat(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int reps) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  auto acc = gemm::make_accumulator();
+  gemm::load_a(a, gemm::k, sa);
+  gemm::load_b(b, gemm::k, sb);
+  gemm::copy_wait();
+  for (int r = 0; r < reps; ++r) gemm::multiply(sa, sb, acc);
+  gemm::store(acc, c, gemm::n, gemm::scalar_t(1), gemm::scalar_t(0));
+}
+"""
+
+
+def numba_kernel(cuda, g):
+    @cuda.jit
+    def repeat(a, b, c, reps):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        acc = g.make_accumulator()
+        g.load_a(a, g.k, 0, 0, smem)
+        g.load_b(b, g.k, 0, 0, smem)
+        g.copy_wait()
+        for _ in range(reps):
+            g.multiply(smem, acc)
+        g.store(acc, c, g.n, 1.0, 0.0)
+    return repeat
+
+
+def nvmath_kernel(cuda, size, pa, pc):
+    """nvmath-python's Matmul of the same case and its launch, or None where it is not importable."""
+    try:
+        from nvmath.device import Matmul
+        from nvmath.device.common import clear, copy, copy_fragment, copy_wait, make_tensor
+    except ImportError:
+        return None
+    mm = Matmul(size=size, precision=(NUMPY[pa], NUMPY[pa], NUMPY[pc]), data_type="real", arrangement=ARRANGEMENT,
+                execution="Block")
+    smem_a, smem_b, rmem_c = mm.suggest_layout_smem_a(), mm.suggest_layout_smem_b(), mm.suggest_layout_rmem_c()
+    a_elements = smem_a.cosize
+    dtype, acc_type = NUMPY[pa], mm.c_value_type
+
+    @cuda.jit
+    def repeat(a, b, c, reps):
+        buffer = cuda.shared.array(shape=(0,), dtype=dtype, alignment=16)
+        sa = make_tensor(buffer[:a_elements], smem_a)
+        sb = make_tensor(buffer[a_elements:], smem_b)
+        acc = make_tensor(cuda.local.array(shape=(rmem_c.cosize,), dtype=acc_type), rmem_c)
+        copy(make_tensor(a, mm.get_layout_gmem_a()), sa)
+        copy(make_tensor(b, mm.get_layout_gmem_b()), sb)
+        copy_wait()
+        clear(acc)
+        for _ in range(reps):
+            mm.execute(sa, sb, acc)
+        cuda.syncthreads()
+        copy_fragment(acc, make_tensor(c, mm.get_layout_gmem_c()))
+    return repeat, mm.block_dim, mm.get_shared_storage_size_ab(smem_a, smem_b)
+
+
+def timed(cp, launch, repeats: int = 7) -> float:
+    launch()
+    cp.cuda.runtime.deviceSynchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="")
+    parser.add_argument("--repeats", type=int, default=200)
+    args = parser.parse_args()
+    import cupy as cp
+    from numba import cuda
+
+    import blasdx.numba
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    grid, reps = sms * 16, args.repeats
+    sm = 900 if cuda.get_current_device().compute_capability >= (9, 0) else 800
+    rows, table = [], []
+    for name, size, pa, pc in CASES:
+        if args.only and not re.search(args.only, name):
+            continue
+        desc = Size(*size) + Precision(pa, pa, pc) + Arrangement(*ARRANGEMENT) + SM(sm) + Block()
+        m, n, k = size
+        flops = 2.0 * m * n * k * reps * grid
+        rng = np.random.default_rng(0)
+        a = cp.asarray(rng.integers(0, 2, m * k).astype(NUMPY[pa]))
+        b = cp.asarray(rng.integers(0, 2, k * n).astype(NUMPY[pa]))
+        c_numba, c_cpp, c_nvmath = (cp.zeros(m * n, NUMPY[pc]) for _ in range(3))
+        g = blasdx.numba.device_api(desc)
+        kernel = numba_kernel(cuda, g)
+        numba_ms = timed(cp, partial(kernel[grid, g.block_dim, 0, g.shared_memory_size_ab], a, b, c_numba, reps))
+        twin = compile_kernel(desc.device_source("gemm") + CPP, "repeat")
+        cpp_ms = timed(cp, partial(twin, (grid,), g.block_dim, (a, b, c_cpp, np.int32(reps)),
+                                   shared_mem=g.shared_memory_size_ab))
+        same = bool(cp.array_equal(c_numba.view(cp.uint8), c_cpp.view(cp.uint8)))
+        numba_tf, cpp_tf = flops / numba_ms / 1e9, flops / cpp_ms / 1e9
+        rows += [(f"{name} numba", numba_tf, "TFLOP/s"), (f"{name} cupy", cpp_tf, "TFLOP/s")]
+        nvmath_tf = float("nan")
+        try:
+            made = None if pa in ("bfloat16", "float8_e4m3") else nvmath_kernel(cuda, size, pa, pc)
+            if made is not None:
+                nv_kernel, block_dim, shared = made
+                nv_ms = timed(cp, partial(nv_kernel[grid, block_dim, 0, shared], a, b, c_nvmath, reps))
+                nvmath_tf = flops / nv_ms / 1e9
+                rows.append((f"{name} nvmath", nvmath_tf, "TFLOP/s"))
+        except Exception as exc:  # noqa: BLE001 - a peer that fails on a case leaves its column empty
+            print(f"# nvmath {name}: {type(exc).__name__}: {str(exc)[:200]}")
+        table.append((name, numba_tf, cpp_tf, nvmath_tf, numba_tf / cpp_tf, same,
+                      next(iter(kernel.overloads.values())).regs_per_thread, twin.registers))
+    report(rows)
+    print(f"\nblock GEMM alone, {reps} multiplies, grid {grid}, SM {sm} descriptors (TFLOP/s; - where nvmath has none)")
+    print(f"{'case':22s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s}  same C  regs numba/cupy")
+    for name, nb, cc, nv, ratio, same, rn, rc in table:
+        nv_text = f"{nv:8.1f}" if nv == nv else f"{'-':>8s}"
+        print(f"{name:22s} {nb:8.1f} {cc:8.1f} {nv_text} {ratio:10.3f}  {'yes' if same else 'NO':6s}  {rn}/{rc}")
+
+
+if __name__ == "__main__":
+    main()

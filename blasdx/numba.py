@@ -1,0 +1,348 @@
+"""The block GEMM's device API in Numba kernels (numba-cuda): ``device_api(GEMM)`` (import it explicitly).
+
+    import blasdx.numba
+    g = blasdx.numba.device_api(GEMM)             # any Block() descriptor; arch=, hooks and bias= as execute()'s
+    @cuda.jit
+    def kernel(a, b, c, lda, ldb, ldc, steps, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)  # A at g.a_offset, B at g.b_offset
+        acc = g.make_accumulator()                # the thread's values in a local array, zeroed
+        for t in range(steps):
+            g.load_a(a, lda, 0, t * g.k, smem)    # the tile of A at (row 0, column t k); packed: t * g.k_elements
+            g.load_b(b, ldb, t * g.k, 0, smem)
+            g.copy_wait()
+            g.multiply(smem, acc)
+            cuda.syncthreads()
+        g.store(acc, c, ldc, alpha, beta)
+    kernel[blocks, g.block_dim, 0, g.shared_memory_size_ab](a, b, c, ...)
+
+blasdx compiles the device API, wrapped in ``extern "C"`` functions (templates/numba.cu.j2), to LTO-IR with its
+NVRTC and disk cache (blasdx.pipeline.numba_unit); each function of ``g`` is a Numba intrinsic that calls one of
+them and adds the LTO-IR to the kernel's link, where nvJitLink inlines it (LTO is required: without it every call
+is a real call and the accumulator lives in local memory). Arrays are passed by their data pointer, in the
+precision's Numba dtype (``ARRAY_DTYPES``). Numba cannot cache a kernel that links files (``cache=True``): its
+compile and link happen in every process; blasdx's part comes from the disk cache.
+"""
+
+from __future__ import annotations
+
+import re
+import types as pytypes
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+from . import pipeline
+from .codegen.hooks import NO_FUSION
+from .compiler import nvrtc_version
+from .describe.descriptor import Descriptor
+from .describe.precision import PRECISIONS
+from .errors import ArgumentError, DeviceError, UnsupportedError
+
+__all__ = ["device_api", "allow_shared_memory", "ARRAY_DTYPES", "MIN_NUMBA_CUDA"]
+
+MIN_NUMBA_CUDA = (0, 24)  # the first to link SM 90 as sm_90a (wgmma's target); abi="c" and compile_all are older
+NUMBA_EXTRA = "pip install 'blasdx[numba-cu13]' (or 'blasdx[numba-cu12]' for CUDA 12)"
+
+# The Numba array dtype of each precision's elements (complex ones below): the raw bits where Numba has no type.
+ARRAY_DTYPES = {
+    "float16": "float16", "bfloat16": "uint16 (bfloat16 bits)", "tfloat32": "float32", "float32": "float32",
+    "float64": "float64", "float8_e4m3": "uint8 (FP8 bits)", "float8_e5m2": "uint8 (FP8 bits)", "int8": "int8",
+    "uint8": "uint8", "int4": "uint8 (two values a byte)", "uint4": "uint8 (two values a byte)",
+    "binary": "uint32 (32 values a word)", "complex float32": "complex64", "complex float64": "complex128",
+    "complex float16": "uint32 (a pair of float16)",
+}
+_ALLOWED = "; ".join(f"{p}: {d}" for p, d in ARRAY_DTYPES.items())
+_ACCUMULATOR = {"float": "float32", "double": "float64", "int": "int32"}
+_COMPLEX = {"float": "complex64", "double": "complex128"}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def _numba() -> Any:
+    """numba.cuda, checked: numba-cuda at least MIN_NUMBA_CUDA, importable with this NumPy."""
+    try:
+        found = importlib_metadata.version("numba-cuda")
+    except importlib_metadata.PackageNotFoundError:
+        raise UnsupportedError(f"blasdx.numba needs numba-cuda >= {'.'.join(map(str, MIN_NUMBA_CUDA))}, which is "
+                               f"not installed; {NUMBA_EXTRA}") from None
+    if _version(found) < MIN_NUMBA_CUDA:
+        raise UnsupportedError(f"blasdx.numba needs numba-cuda >= {'.'.join(map(str, MIN_NUMBA_CUDA))} (it targets "
+                               f"SM 90 as sm_90a, which wgmma needs), found {found}; {NUMBA_EXTRA}")
+    try:
+        import numba.cuda
+    except ImportError as exc:
+        numpy = importlib_metadata.version("numpy")
+        raise UnsupportedError(
+            f"numba-cuda {found} did not import with NumPy {numpy} ({exc}); numba supports the NumPy releases "
+            f"before its own (numba 0.68 with numba-cuda 0.30: NumPy up to 2.4): install one, such as "
+            f"pip install 'numpy<2.4', or a newer numba-cuda") from None
+    return numba.cuda
+
+
+cuda = _numba()  # at import: UnsupportedError, with the fix, where numba-cuda is missing, too old or broken
+
+from cuda.bindings import driver, nvjitlink  # noqa: E402 - numba-cuda's dependencies, usable once it imports
+from llvmlite import ir  # noqa: E402
+from numba.core import types  # noqa: E402
+from numba.cuda import LTOIR, CUSource  # type: ignore[attr-defined]  # noqa: E402 - (numba's stubs lag its exports)
+
+try:
+    from numba.cuda import cgutils  # type: ignore[attr-defined]
+    from numba.cuda.core.errors import TypingError
+    from numba.cuda.extending import intrinsic
+except ImportError:  # numba-cuda before it had its own copies
+    from numba.core import cgutils  # type: ignore[no-redef]
+    from numba.core.errors import TypingError  # type: ignore[no-redef]
+    from numba.core.extending import intrinsic  # type: ignore[no-redef,assignment]
+
+
+def _check_nvjitlink() -> None:
+    """LTO-IR from blasdx's NVRTC links only into an nvJitLink of the same major version, no older."""
+    try:
+        linker = tuple(nvjitlink.version())
+    except Exception as exc:  # noqa: BLE001 - missing module or library: the same fix
+        raise UnsupportedError(f"blasdx.numba links with nvJitLink, which is not usable here ({exc}); "
+                               f"{NUMBA_EXTRA}") from None
+    nvrtc = nvrtc_version()
+    if linker[0] != nvrtc[0] or linker[:2] < nvrtc:
+        raise UnsupportedError(
+            f"nvJitLink {linker[0]}.{linker[1]} cannot link LTO-IR from blasdx's NVRTC {nvrtc[0]}.{nvrtc[1]}: it "
+            f"must be the same major version and no older; install nvidia-nvjitlink {nvrtc[0]}.{nvrtc[1]} or newer "
+            f"(pip install -U 'nvidia-nvjitlink{'-cu12' if nvrtc[0] == 12 else ''}>={nvrtc[0]}.{nvrtc[1]}'), or pass "
+            f"link='source' (Numba compiles the source)")
+
+
+def _default_arch() -> int:
+    """The SM (as 900) Numba links kernels for: the current device's."""
+    if not cuda.is_available():
+        raise DeviceError("blasdx.numba.device_api() without arch= links for the current GPU, and Numba sees none; "
+                          "pass arch= (as 900) to compile without a GPU")
+    major, minor = cuda.get_current_device().compute_capability
+    return 100 * major + 10 * minor
+
+
+def _numba_dtype(precision: str, is_complex: bool) -> Any:
+    """The Numba type of one element of a ``precision`` matrix (ARRAY_DTYPES)."""
+    info = PRECISIONS[precision]
+    if is_complex:
+        if precision in ("float32", "tfloat32", "float64"):
+            return types.complex64 if info.bits == 32 else types.complex128
+        return getattr(types, f"uint{2 * info.bits}")
+    return getattr(types, info.raw_name or info.numpy_name)
+
+
+def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = None, epilogue: Any = None,
+               a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
+               bias: bool | str = False, link: str = "ltoir") -> pytypes.ModuleType:
+    """The device API of Block() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and facts
+    (module docstring). ``arch`` (as 900): the SM Numba links for, by default the current GPU's; the hooks
+    as execute() takes them; ``bias=True`` adds store's bias(row, col) arguments, ``bias="row"`` one row of
+    n values read by column alone (row stride ignored). ``link="source"``: Numba compiles blasdx's source itself
+    for each kernel (no disk cache; where nvJitLink is older than blasdx's NVRTC)."""
+    _numba()  # (again: a patched environment in tests)
+    if not isinstance(gemm, Descriptor):
+        raise ArgumentError(f"device_api() takes a blasdx descriptor, got {type(gemm).__name__}")
+    plan = gemm.plan
+    if plan.execution != "block":
+        raise UnsupportedError(f"blasdx.numba offers the Block() device API; this descriptor is "
+                               f"{plan.execution.capitalize()}(): use descriptor.replace(Block())")
+    if bias not in (False, True, "row"):
+        raise ArgumentError(f"bias must be False, True or 'row', got {bias!r}")
+    if link not in ("ltoir", "source"):
+        raise ArgumentError(f"link must be 'ltoir' (blasdx compiles, cached) or 'source' (Numba compiles), got {link!r}")
+    fusion = pipeline.fusion(gemm, prologue, epilogue, a_load, b_load, c_load, c_store, bool(bias))
+    if bias == "row":
+        fusion = fusion.reading_bias_by_column()
+    if link == "source":
+        namespace, source = pipeline.numba_unit_source(plan, fusion or NO_FUSION)  # type: ignore[arg-type]
+        code = _LINKED.setdefault((namespace, 0), CUSource(source, name=f"{namespace}.cu"))
+        return _namespace(gemm, plan, namespace, code, "the arch Numba links for", fusion.bias)
+    _check_nvjitlink()
+    if arch is None:
+        arch = _default_arch()
+    unit = pipeline.numba_unit(plan, fusion or NO_FUSION, arch)  # type: ignore[arg-type]  # Block(): a GemmPlan
+    code = _LINKED.setdefault((unit.namespace, unit.arch), LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir"))
+    return _namespace(gemm, plan, unit.namespace, code, f"SM {unit.arch}", fusion.bias)
+
+
+# The device API's functions: (name, C symbol's suffix, parameters, result). A parameter is an operand array
+# ("a", "b", "c", "bias": checked against the precision's dtype), "acc" (make_accumulator's array), "smem" (any
+# array: the shared buffer), "ld" (an int64), "int" (an int32) or "scalar" (alpha, beta: scalar_t, complex ones split).
+_FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("zero", "zero", ("acc",), "void"),
+    ("load_a", "load_a", ("a", "ld", "int", "int", "smem"), "void"),
+    ("load_b", "load_b", ("b", "ld", "int", "int", "smem"), "void"),
+    ("load_a_partial", "load_a_partial", ("a", "ld", "int", "int", "smem", "int", "int"), "void"),
+    ("load_b_partial", "load_b_partial", ("b", "ld", "int", "int", "smem", "int", "int"), "void"),
+    ("copy_wait", "copy_wait", (), "void"),
+    ("multiply", "multiply", ("smem", "acc"), "void"),
+    ("multiply_async", "multiply_async", ("smem", "acc"), "void"),
+    ("multiply_wait", "multiply_wait0", ("acc",), "void"),
+    ("multiply_wait1", "multiply_wait1", ("acc",), "void"),
+    ("load", "load", ("c", "ld", "acc"), "void"),
+    ("store", "store", ("acc", "c", "ld", "scalar", "scalar"), "void"),
+    ("store_partial", "store_partial", ("acc", "c", "ld", "int", "int", "scalar", "scalar"), "void"),
+    ("row", "row", ("int",), "int"),
+    ("col", "col", ("int",), "int"),
+    ("in_bounds", "in_bounds", ("int",), "bool"),
+)
+_BIAS = ("bias", "int", "int")
+
+# Typers of a fixed arity around one that takes *args: Numba reads an intrinsic's arguments from its typer's
+# parameters (a *args typer would take them as one tuple).
+_ARITY: dict[int, Any] = {
+    0: lambda f: lambda c: f(c),
+    1: lambda f: lambda c, x0: f(c, x0),
+    2: lambda f: lambda c, x0, x1: f(c, x0, x1),
+    3: lambda f: lambda c, x0, x1, x2: f(c, x0, x1, x2),
+    5: lambda f: lambda c, x0, x1, x2, x3, x4: f(c, x0, x1, x2, x3, x4),
+    7: lambda f: lambda c, x0, x1, x2, x3, x4, x5, x6: f(c, x0, x1, x2, x3, x4, x5, x6),
+    8: lambda f: lambda c, x0, x1, x2, x3, x4, x5, x6, x7: f(c, x0, x1, x2, x3, x4, x5, x6, x7),
+    10: lambda f: lambda c, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9: f(c, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9),
+}
+
+
+# One linked object a unit (and arch; 0: source): Numba links a kernel's files once each (a set of objects), so two
+# namespaces of one unit in a kernel (device_api called twice) add it once, not twice (duplicate symbols).
+_LINKED: dict[tuple[str, int], Any] = {}
+
+
+def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str, bias: bool) -> pytypes.ModuleType:
+    """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry calling ``<prefix>_<function>`` of
+    ``code`` (LTOIR or CUSource, for ``target``), make_accumulator, the facts."""
+    value = plan.mma_acc_type or plan.acc_type
+    acc_dtype = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[value])
+    scalar_base = plan.scalar_type.removeprefix("blasdx::complex<").removesuffix(">")
+    scalar = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[scalar_base])
+    operands = {"a": (plan.a.precision, "A"), "b": (plan.b.precision, "B"), "c": (plan.c.precision, "C"),
+                "bias": (plan.c.precision, "C")}
+    accumulator_size = plan.accumulator_size
+    align = acc_dtype.bitwidth // 8  # alignof(acc_value_t): blasdx::complex<T> is alignas(2 * sizeof(T))
+
+    def typed(function: str, kinds: tuple[str, ...], args: tuple) -> list:
+        if len(args) != len(kinds):
+            raise TypingError(f"blasdx: {function}() takes {len(kinds)} arguments, got {len(args)}")
+        declared: list[Any] = []
+        for i, (kind, arg) in enumerate(zip(kinds, args)):
+            if kind in operands:
+                precision, matrix = operands[kind]
+                want = _numba_dtype(precision, plan.is_complex)
+                if not isinstance(arg, types.Array) or arg.dtype != want:
+                    what = f"complex {precision}" if plan.is_complex else precision
+                    raise TypingError(
+                        f"blasdx: {function}() argument {i + 1} is this GEMM's {matrix} ({what}): an array of {want}, "
+                        f"got {arg}. Array dtypes by precision: {_ALLOWED}")
+                declared.append(arg)
+            elif kind in ("acc", "smem"):
+                if not isinstance(arg, types.Array) or (kind == "acc" and arg.dtype != acc_dtype):
+                    need = "the array of make_accumulator()" if kind == "acc" else "the shared-memory array"
+                    raise TypingError(f"blasdx: {function}() argument {i + 1} must be {need}, got {arg}")
+                declared.append(arg)
+            elif kind == "scalar":
+                if not isinstance(arg, types.Number):
+                    raise TypingError(f"blasdx: {function}() argument {i + 1} (alpha or beta) must be a number, "
+                                      f"got {arg}")
+                declared.append(scalar)
+            else:
+                if not isinstance(arg, types.Integer):
+                    raise TypingError(f"blasdx: {function}() argument {i + 1} must be an integer, got {arg}")
+                declared.append(types.int64 if kind == "ld" else types.int32)
+        return declared
+
+    def lowering(symbol: str, result: str) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, llargs: Any) -> Any:
+            library = context.active_code_library
+            # (cuda.jit's lto= sets _lto; compile_all(output="ltoir") asks NVVM for LTO-IR alone)
+            if not (getattr(library, "_lto", True) or "gen-lto" in getattr(library, "_nvvm_options", {})):
+                raise ArgumentError("blasdx's device functions need link-time optimization (without it each is a "
+                                    "real call and the accumulator lives in local memory): remove lto=False or "
+                                    "debug=True from cuda.jit")
+            library.add_linking_file(code)
+            values = []
+            for ty, v in zip(sig.args, llargs):
+                if isinstance(ty, types.Array):
+                    values.append(cgutils.create_struct_proxy(ty)(context, builder, value=v).data)
+                elif isinstance(ty, types.Complex):
+                    values += [builder.extract_value(v, 0), builder.extract_value(v, 1)]
+                else:
+                    values.append(v)
+            returns = ir.VoidType() if result == "void" else ir.IntType(32)
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(returns, [v.type for v in values]),
+                                                symbol)
+            out = builder.call(fn, values)
+            if result == "bool":
+                return builder.icmp_signed("!=", out, ir.Constant(ir.IntType(32), 0))
+            return None if result == "void" else out
+        return codegen
+
+    def external(name: str, suffix: str, kinds: tuple[str, ...], result: str) -> Any:
+        returns = {"void": types.void, "int": types.int32, "bool": types.boolean}[result]
+        codegen = lowering(f"{prefix}_{suffix}", result)
+
+        def typer(typingctx: Any, *args: Any) -> Any:
+            return returns(*typed(name, kinds, args)), codegen
+        fixed = _ARITY[len(kinds)](typer)
+        fixed.__name__ = name
+        return intrinsic(fixed)
+
+    def make(typingctx: Any) -> Any:
+        array = types.Array(acc_dtype, 1, "C")
+        zero = lowering(f"{prefix}_zero", "void")
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            element = context.get_data_type(acc_dtype)
+            data = cgutils.alloca_once(builder, element, size=context.get_constant(types.intp, accumulator_size),
+                                       name="blasdx_acc")
+            data.align = align
+            ary = context.make_array(array)(context, builder)
+            itemsize = context.get_constant(types.intp, context.get_abi_sizeof(element))
+            context.populate_array(ary, data=data, shape=cgutils.pack_array(
+                builder, [context.get_constant(types.intp, accumulator_size)]),
+                strides=cgutils.pack_array(builder, [itemsize]), itemsize=itemsize, meminfo=None)
+            value = ary._getvalue()
+            zero(context, builder, types.void(array), [value])
+            return value
+        return array(), codegen
+    make.__name__ = "make_accumulator"
+
+    g = pytypes.ModuleType(f"blasdx.numba.{prefix}", f"The device API of {gemm!r} for Numba kernels, for {target}.")
+    for name, suffix, kinds, result in _FUNCTIONS:
+        if bias and name.startswith("store"):
+            kinds = (*kinds, *_BIAS)
+        if name.endswith("_partial") and name.startswith("load") and plan.a.pack > 1:
+            continue  # packed operands have no edge-tile loads
+        setattr(g, name, external(name, suffix, kinds, result))
+    setattr(g, "make_accumulator", intrinsic(make))  # noqa: B010 - a module's attributes, set as any other
+    dim = gemm.block_dim
+    facts = {"m": plan.m, "n": plan.n, "k": plan.k, "k_elements": plan.k // plan.a.pack, "block_dim": (dim.x, dim.y, dim.z), "threads": plan.threads,
+             "accumulator_size": accumulator_size, "shared_memory_size": gemm.shared_memory_size,
+             "shared_memory_size_ab": gemm.shared_memory_size_ab, "a_offset": plan.a.smem_offset,
+             "b_offset": plan.b.smem_offset, "c_offset": plan.c.smem_offset, "namespace": prefix,
+             "accumulator_dtype": acc_dtype}
+    for name, fact in facts.items():
+        setattr(g, name, fact)
+    setattr(g, "allow_shared_memory", allow_shared_memory)  # noqa: B010
+    return g
+
+
+def allow_shared_memory(kernel: Any, nbytes: int) -> None:
+    """Let every compiled specialization of Numba kernel ``kernel`` launch with ``nbytes`` of dynamic shared
+    memory on the current device (Numba never raises the 48 KiB default). Compile it first
+    (``kernel.compile(signature)``)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+        raise ArgumentError(f"nbytes must be a byte count >= 0, got {nbytes!r}")
+    overloads = list(getattr(kernel, "overloads", {}).values())
+    if not overloads:
+        raise ArgumentError("allow_shared_memory() sets the limit of compiled kernels, and this one has none yet; "
+                            "call kernel.compile('void(...)') with its signature first")
+    attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    for overload in overloads:
+        function = overload.library.get_cufunc()
+        if isinstance(function.handle, driver.CUfunction):
+            (status,) = driver.cuFuncSetAttribute(function.handle, attribute, nbytes)
+        else:
+            (status,) = driver.cuKernelSetAttribute(attribute, nbytes, function.handle, function.device.id)
+        if status != driver.CUresult.CUDA_SUCCESS:
+            raise ArgumentError(f"the driver refused {nbytes} bytes of dynamic shared memory ({status.name}); "
+                                f"this GPU's limit is lower: use smaller tiles")

@@ -1,0 +1,252 @@
+"""blasdx.numba on a GPU: Numba kernels around the device API against NumPy float64, per precision family (a K
+loop over a problem larger than the tile, edge tiles, alpha and beta, bias and a hook), and bitwise equal to the
+same kernel written in C++ and compiled by compile_kernel (the same instructions)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from blasdx import SM, Arrangement, Block, Precision, Size, Type, compile_kernel
+from blasdx.describe.precision import PRECISIONS
+from blasdx.packing import pack
+
+from .gpu_support import bound, relative_error, storage_dtype
+
+pytestmark = pytest.mark.gpu
+
+cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed (pip install 'blasdx[numba-cu13]')")
+cp = pytest.importorskip("cupy")
+import blasdx.numba  # noqa: E402
+
+RCR = Arrangement("row_major", "col_major", "row_major")
+
+
+def gemm(size, a, b, c, sm, kind="real"):
+    return Size(*size) + Precision(a, b, c) + Type(kind) + RCR + SM(sm) + Block()
+
+
+CASES = [  # (id, descriptor, problem M x N x K: edge tiles unless packed)
+    ("f16-f32-wgmma", gemm((64, 64, 64), "float16", "float16", "float32", 900), (200, 136, 300)),
+    ("bf16-wgmma", gemm((64, 64, 32), "bfloat16", "bfloat16", "float32", 900), (130, 70, 100)),
+    ("fp8-e4m3", gemm((64, 64, 64), "float8_e4m3", "float8_e4m3", "float32", 900), (128, 128, 256)),
+    ("tf32", gemm((32, 32, 32), "tfloat32", "tfloat32", "float32", 800), (70, 50, 90)),
+    ("f32-fma", gemm((32, 32, 32), "float32", "float32", "float32", 800), (70, 50, 90)),
+    ("f64", gemm((32, 32, 16), "float64", "float64", "float64", 800), (70, 50, 90)),
+    ("int8", gemm((32, 32, 32), "int8", "int8", "int32", 800), (70, 50, 90)),
+    ("int4", gemm((32, 32, 64), "int4", "int4", "int32", 800), (64, 96, 192)),
+    ("binary", gemm((32, 32, 256), "binary", "binary", "int32", 800), (64, 64, 512)),
+    ("complex64", gemm((16, 16, 16), "float32", "float32", "float32", 800, "complex"), (40, 24, 40)),
+]
+
+
+def values(precision, shape, rng, is_complex):
+    info = PRECISIONS[precision]
+    if precision == "binary":
+        return rng.integers(0, 2, size=shape).astype(np.float64)
+    if precision == "int4":
+        return rng.integers(-8, 8, size=shape).astype(np.float64)
+    if not info.is_float:
+        return rng.integers(-20, 21, size=shape).astype(np.float64)
+    x = rng.standard_normal(shape).astype(storage_dtype(precision)).astype(np.float64)
+    return x + 1j * rng.standard_normal(shape).astype(np.float32) if is_complex else x
+
+
+def device(x, precision, is_complex):
+    """x (float64, k along the last axis for A and B^T) as the kernel reads it."""
+    info = PRECISIONS[precision]
+    if info.pack > 1:
+        return cp.asarray(pack(x.astype(np.int8 if info.signed else np.uint8), precision, axis=-1)).ravel()
+    if is_complex:
+        return cp.asarray(x.astype(np.complex64 if info.bits == 32 else np.complex128)).ravel()
+    stored = x.astype(storage_dtype(precision))
+    return cp.asarray(stored.view(info.raw_name) if info.raw_name else stored).ravel()
+
+
+def reference(desc, a, bt, c, alpha, beta):
+    if desc.precision.a == "binary":  # xor: popcount(a xor b) = a + b - 2ab
+        product = a.sum(1)[:, None] + bt.sum(1)[None, :] - 2 * a @ bt.T
+    else:
+        product = a @ bt.T
+    return alpha * product + beta * c
+
+
+def kernels(g, edges):
+    """The tile of C at block (x, y): a K loop, edge tiles where ``edges``."""
+    if edges:
+        def kernel(a, b, c, M, N, K, alpha, beta):
+            smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+            row0 = cuda.blockIdx.x * g.m
+            col0 = cuda.blockIdx.y * g.n
+            rows = min(g.m, M - row0)
+            cols = min(g.n, N - col0)
+            acc = g.make_accumulator()
+            for k0 in range(0, K, g.k):
+                ks = min(g.k, K - k0)
+                g.load_a_partial(a, K, row0, k0, smem, rows, ks)
+                g.load_b_partial(b, K, k0, col0, smem, ks, cols)
+                g.copy_wait()
+                g.multiply(smem, acc)
+                cuda.syncthreads()
+            g.store_partial(acc, c[row0 * N + col0:], N, rows, cols, alpha, beta)
+    else:
+        def kernel(a, b, c, M, N, K, alpha, beta):
+            smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+            row0 = cuda.blockIdx.x * g.m
+            col0 = cuda.blockIdx.y * g.n
+            ke = K // g.k * g.k_elements  # A and B's leading dimension in stored elements
+            acc = g.make_accumulator()
+            for t in range(K // g.k):
+                g.load_a(a, ke, row0, t * g.k_elements, smem)
+                g.load_b(b, ke, t * g.k_elements, col0, smem)
+                g.copy_wait()
+                g.multiply(smem, acc)
+                cuda.syncthreads()
+            g.store(acc, c[row0 * N + col0:], N, alpha, beta)
+    return cuda.jit(kernel)
+
+
+TWIN = r"""
+extern "C" __global__ void twin(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int M, int N, int K,
+                                gemm::scalar_t alpha, gemm::scalar_t beta) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  const int row0 = blockIdx.x * gemm::m, col0 = blockIdx.y * gemm::n;
+  auto acc = gemm::make_accumulator();
+#if EDGES
+  const int rows = min(gemm::m, M - row0), cols = min(gemm::n, N - col0);
+  for (int k0 = 0; k0 < K; k0 += gemm::k) {
+    const int ks = min(gemm::k, K - k0);
+    gemm::load_a(a + (long long)row0 * K + k0, K, sa, rows, ks);
+    gemm::load_b(b + (long long)col0 * K + k0, K, sb, ks, cols);
+    gemm::copy_wait();
+    gemm::multiply(sa, sb, acc);
+    __syncthreads();
+  }
+  gemm::store_partial(acc, c + (long long)row0 * N + col0, N, rows, cols, alpha, beta);
+#else
+  const long long ke = K / gemm::k * KE;
+  for (int t = 0; t < K / gemm::k; ++t) {
+    gemm::load_a(a + row0 * ke + t * KE, ke, sa);
+    gemm::load_b(b + col0 * ke + t * KE, ke, sb);
+    gemm::copy_wait();
+    gemm::multiply(sa, sb, acc);
+    __syncthreads();
+  }
+  gemm::store(acc, c + (long long)row0 * N + col0, N, alpha, beta);
+#endif
+}
+"""
+
+
+def _run(desc, problem, alpha, beta, seed=7):
+    M, N, K = problem
+    p, cx = desc.precision, desc.is_complex
+    edges = PRECISIONS[p.a].pack == 1
+    rng = np.random.default_rng(seed)
+    a, bt, c = values(p.a, (M, K), rng, cx), values(p.b, (N, K), rng, cx), values(p.c, (M, N), rng, cx)
+    g = blasdx.numba.device_api(desc)
+    grid = (math.ceil(M / desc.size.m), math.ceil(N / desc.size.n))
+    da, db, dc = device(a, p.a, cx), device(bt, p.b, cx), device(c, p.c, cx)
+    out = dc.copy()
+    kernels(g, edges)[grid, g.block_dim, 0, g.shared_memory_size_ab](da, db, out, M, N, K, alpha, beta)
+    return g, (da, db, dc), out, reference(desc, a, bt, c, alpha, beta), edges, grid
+
+
+@pytest.mark.parametrize("desc, problem", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_numba_kernel_matches_numpy_and_the_cpp_twin_bitwise(desc, problem):
+    cx, is_float = desc.is_complex, PRECISIONS[desc.precision.c].is_float
+    alpha, beta = ((1.5 - 0.5j), (0.5 + 0.25j)) if cx else ((1.5, 0.5) if is_float else (2, 1))
+    g, (da, db, dc), out, ref, edges, grid = _run(desc, problem, alpha, beta)
+    got = out.get().reshape(ref.shape).astype(np.complex128 if cx else np.float64)
+    limit = bound(desc)
+    err = relative_error(got, ref) if limit > 0 else float(np.max(np.abs(got - ref)))
+    assert err <= limit, f"{desc!r}: error {err:.3g} > {limit:.3g}"
+    ke = PRECISIONS[desc.precision.a].pack
+    twin = compile_kernel(desc.device_source("gemm") + TWIN, "twin",
+                          options=(f"-DEDGES={int(edges)}", f"-DKE={desc.size.k // ke}"))
+    cpp = dc.copy()
+    scalar = np.complex64 if cx else (np.float64 if desc.precision.c == "float64" else
+                                      (np.float32 if is_float else np.int32))
+    M, N, K = problem
+    twin(grid, g.block_dim, (da, db, cpp, np.int32(M), np.int32(N), np.int32(K), scalar(alpha), scalar(beta)),
+         shared_mem=g.shared_memory_size_ab)
+    assert cp.array_equal(out.view(cp.uint8), cpp.view(cp.uint8)), "Numba and C++ kernels differ"
+
+
+def test_hooks_and_bias():
+    desc = CASES[0][1]
+    M, N, K = 130, 200, 128
+    rng = np.random.default_rng(3)
+    a, bt = values("float16", (M, K), rng, False), values("float16", (N, K), rng, False)
+    c, bias = rng.standard_normal((M, N)), rng.standard_normal(N).astype(np.float32)
+    g = blasdx.numba.device_api(desc, epilogue="relu", bias="row")
+
+    @cuda.jit
+    def kernel(a, b, c, bias, M, N, K, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        row0 = cuda.blockIdx.x * g.m
+        col0 = cuda.blockIdx.y * g.n
+        rows = min(g.m, M - row0)
+        cols = min(g.n, N - col0)
+        acc = g.make_accumulator()
+        for k0 in range(0, K, g.k):
+            g.load_a_partial(a, K, row0, k0, smem, rows, g.k)
+            g.load_b_partial(b, K, k0, col0, smem, g.k, cols)
+            g.copy_wait()
+            g.multiply(smem, acc)
+            cuda.syncthreads()
+        g.store_partial(acc, c[row0 * N + col0:], N, rows, cols, alpha, beta, bias[col0:], 0, 1)
+
+    out = cp.asarray(c.astype(np.float32)).ravel()
+    grid = (math.ceil(M / 64), math.ceil(N / 64))
+    kernel[grid, g.block_dim, 0, g.shared_memory_size_ab](
+        device(a, "float16", False), device(bt, "float16", False), out, cp.asarray(bias), M, N, K, 1.5, 0.5)
+    ref = np.maximum(1.5 * a @ bt.T + 0.5 * c.astype(np.float32) + bias[None, :], 0)
+    assert relative_error(out.get().reshape(M, N).astype(np.float64), ref) <= bound(desc)
+
+
+def test_a_python_epilogue_by_row_and_column_and_the_async_multiply():
+    desc = CASES[0][1]
+    rng = np.random.default_rng(5)
+    a, bt = values("float16", (64, 64), rng, False), values("float16", (64, 64), rng, False)
+    g = blasdx.numba.device_api(desc)
+
+    @cuda.jit
+    def kernel(a, b, d):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        acc = g.make_accumulator()
+        g.load_a(a, 64, 0, 0, smem)
+        g.load_b(b, 64, 0, 0, smem)
+        g.copy_wait()
+        g.multiply_async(smem, acc)
+        g.multiply_wait(acc)
+        for i in range(g.accumulator_size):
+            if g.in_bounds(i):
+                d[g.row(i) * 64 + g.col(i)] = acc[i] * acc[i]
+
+    d = cp.zeros(64 * 64, np.float32)
+    kernel[1, g.block_dim, 0, g.shared_memory_size_ab](device(a, "float16", False), device(bt, "float16", False), d)
+    assert relative_error(d.get().reshape(64, 64).astype(np.float64), (a @ bt.T) ** 2) <= 2 * bound(desc)
+
+
+def test_allow_shared_memory_lets_a_launch_take_over_48_kib():
+    from numba.core import types
+
+    desc = gemm((128, 128, 64), "float16", "float16", "float32", 900)
+    g = blasdx.numba.device_api(desc)
+    assert g.shared_memory_size > 48 * 1024
+    kernel = kernels(g, edges=False)
+    kernel.compile((types.float16[::1], types.float16[::1], types.float32[::1], types.int64, types.int64, types.int64,
+                    types.float64, types.float64))
+    blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
+    M, N, K = 256, 256, 128
+    rng = np.random.default_rng(11)
+    a, bt = values("float16", (M, K), rng, False), values("float16", (N, K), rng, False)
+    out = cp.zeros(M * N, np.float32)
+    kernel[(2, 2), g.block_dim, 0, g.shared_memory_size](device(a, "float16", False), device(bt, "float16", False),
+                                                         out, M, N, K, 1.0, 0.0)
+    assert relative_error(out.get().reshape(M, N).astype(np.float64), a @ bt.T) <= bound(desc)
