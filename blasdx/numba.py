@@ -7,7 +7,7 @@
         smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)  # A at g.a_offset, B at g.b_offset
         acc = g.make_accumulator()                # the thread's values in a local array, zeroed
         for t in range(steps):
-            g.load_a(a, lda, 0, t * g.k, smem)    # the tile of A at (row 0, column t k); packed: t * g.k_elements
+            g.load_a(a, lda, 0, t * g.k, smem)    # the tile of A at (row 0, column t k), in values (packed too)
             g.load_b(b, ldb, t * g.k, 0, smem)
             g.copy_wait()
             g.multiply(smem, acc)

@@ -323,7 +323,8 @@ def render_numba_unit(plan: GemmPlan, ns: str, fusion: Fusion = NO_FUSION) -> st
     return template("numba.cu.j2").render(
         common=render_common(), device=render_block(plan, ns), ns=ns, acc_size=plan.accumulator_size,
         acc_bytes=_CPP_BYTES[value] * wide, scalar_bytes=_CPP_BYTES[scalar] * wide, scalar_part=scalar,
-        complex_scalar=plan.is_complex, a_layout=plan.a.layout, b_layout=plan.b.layout,
+        complex_scalar=plan.is_complex, a_layout=plan.a.layout, b_layout=plan.b.layout, a_pack=plan.a.pack,
+        b_pack=plan.b.pack,
         partial_loads=plan.a.pack == 1 and plan.b.pack == 1, a_precision=plan.a.precision,
         **fusion_context(ns, fusion))
 

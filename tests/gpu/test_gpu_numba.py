@@ -96,11 +96,11 @@ def kernels(g, edges):
             smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
             row0 = cuda.blockIdx.x * g.m
             col0 = cuda.blockIdx.y * g.n
-            ke = K // g.k * g.k_elements  # A and B's leading dimension in stored elements
+            ld = K // g.k * g.k  # A and B's leading dimension, in values (packed operands too)
             acc = g.make_accumulator()
             for t in range(K // g.k):
-                g.load_a(a, ke, row0, t * g.k_elements, smem)
-                g.load_b(b, ke, t * g.k_elements, col0, smem)
+                g.load_a(a, ld, row0, t * g.k, smem)
+                g.load_b(b, ld, t * g.k, col0, smem)
                 g.copy_wait()
                 g.multiply(smem, acc)
                 cuda.syncthreads()
@@ -128,10 +128,10 @@ extern "C" __global__ void twin(const gemm::a_t* a, const gemm::b_t* b, gemm::c_
   }
   gemm::store_partial(acc, c + (long long)row0 * N + col0, N, rows, cols, alpha, beta);
 #else
-  const long long ke = K / gemm::k * KE;
+  const long long ke = K / gemm::k * KE, ld = K / gemm::k * gemm::k;  // in stored elements; ld in values
   for (int t = 0; t < K / gemm::k; ++t) {
-    gemm::load_a(a + row0 * ke + t * KE, ke, sa);
-    gemm::load_b(b + col0 * ke + t * KE, ke, sb);
+    gemm::load_a(a + row0 * ke + t * KE, ld, sa);
+    gemm::load_b(b + col0 * ke + t * KE, ld, sb);
     gemm::copy_wait();
     gemm::multiply(sa, sb, acc);
     __syncthreads();

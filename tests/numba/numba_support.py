@@ -63,8 +63,8 @@ def k_loop(g):
         smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
         acc = g.make_accumulator()
         for t in range(steps):
-            g.load_a(a, lda, 0, t * g.k_elements, smem)
-            g.load_b(b, ldb, t * g.k_elements, 0, smem)
+            g.load_a(a, lda, 0, t * g.k, smem)
+            g.load_b(b, ldb, t * g.k, 0, smem)
             g.copy_wait()
             g.multiply(smem, acc)
             cuda.syncthreads()
