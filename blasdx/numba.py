@@ -82,7 +82,7 @@ def _numba() -> Any:
 
 cuda = _numba()  # at import: UnsupportedError, with the fix, where numba-cuda is missing, too old or broken
 
-from cuda.bindings import driver, nvjitlink  # noqa: E402 - numba-cuda's dependencies, usable once it imports
+from cuda.bindings import driver, nvjitlink  # pyright: ignore[reportAttributeAccessIssue]  # noqa: E402 - numba-cuda's dependencies
 from llvmlite import ir  # noqa: E402
 from numba.core import types  # noqa: E402
 from numba.cuda import LTOIR, CUSource  # type: ignore[attr-defined]  # noqa: E402 - (numba's stubs lag its exports)
