@@ -152,6 +152,10 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
     if link not in ("ltoir", "source"):
         raise ArgumentError(f"link must be 'ltoir' (blasdx compiles, cached) or 'source' (Numba compiles), got {link!r}")
     fusion = pipeline.fusion(gemm, prologue, epilogue, a_load, b_load, c_load, c_store, bool(bias))
+    if fusion.gate:
+        raise ArgumentError(f"epilogue={epilogue!r} (a gated epilogue) pairs the product's columns in Grid()'s and "
+                            f"Grouped()'s execute(); in a Numba kernel gate the accumulator's values yourself "
+                            f"(g.col(i) says which column each is)")
     if bias == "row":
         fusion = fusion.reading_bias_by_column()
     if link == "source":

@@ -225,6 +225,8 @@ ERRORS = [  # (id, what the user did, error class, message)
      r"Block\(\) device API.*Grid\(\)"),
     ("bias-value", lambda mp: blasdx.numba.device_api(F16, arch=900, bias="col"), ArgumentError,
      r"bias must be False, True or 'row'"),
+    ("gated-epilogue", lambda mp: blasdx.numba.device_api(F16, arch=900, epilogue="swiglu_interleaved"),
+     ArgumentError, r"a gated epilogue\) pairs the product's columns in Grid\(\)'s and Grouped\(\)'s execute\(\)"),
     ("hook-name", lambda mp: blasdx.numba.device_api(F16, arch=900, epilogue="rleu"), ArgumentError,
      r"not a built-in hook"),
     ("link-value", lambda mp: blasdx.numba.device_api(F16, arch=900, link="ptx"), ArgumentError,
