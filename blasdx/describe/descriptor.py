@@ -511,9 +511,10 @@ class Descriptor:
         fusion = _pipeline().fusion(self, prologue, epilogue, a_load, b_load, c_load, c_store, bias is not False)
         if bias == "row":
             fusion = fusion.reading_bias_by_column()
+        plan = _pipeline().for_gate(self.plan, fusion)  # a gated epilogue's C is half as wide (GridPlan.gated)
         if arch is not None:
-            return _pipeline().compile_for_arch(self.plan, arch, fusion)
-        return _pipeline().kernel(self.plan, fusion, action="compile() without arch")
+            return _pipeline().compile_for_arch(plan, arch, fusion)
+        return _pipeline().kernel(plan, fusion, action="compile() without arch")
 
     def execute(self, a: Any, b: Any, c: Any, alpha: Any = 1, beta: Any = 0, *,
                 prologue: Any = None, epilogue: Any = None, a_load: Any = None, b_load: Any = None,

@@ -121,3 +121,13 @@ def test_gated_kernels_compile_without_spills(desc, arch):
     assert f"Compiling entry function '{name}'" in log
     assert "C75" not in log, log
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log
+
+
+@pytest.mark.compile
+def test_compile_builds_the_gated_kernel_execute_runs_and_refuses_where_execute_would():
+    grid = Size(512, 1024, 256) + BF16 + RCR + SM(900) + Grid()
+    fusion = _fusion("swiglu_interleaved")
+    compiled = grid.compile(arch=900, epilogue=blasdx.swiglu(layout="interleaved"))
+    assert compiled.kernel_name == kernel_name(launched_plan(for_gate(grid.plan, fusion)), fusion)
+    with pytest.raises(ArgumentError, match=r"this one is Block\(\)"):
+        (Size(64, 64, 64) + BF16 + RCR + SM(900) + Block()).compile(arch=900, epilogue="swiglu_interleaved")
