@@ -2,7 +2,17 @@
 and compiled by compile_kernel (a CuPy RawKernel), and against nvmath-python's device Matmul (cuBLASDx through
 libmathdx) where it is importable: the block GEMM alone, A and B in shared memory, register accumulators, multiply
 repeated REPEATS times, grid = SMs x 16, CUDA events, medians. TFLOP/s; the Numba/C++ ratio is the goal (>= 0.95).
-bf16 and FP8 rows have no nvmath column (its Matmul takes neither). Needs numba-cuda and a GPU:
+bf16 and FP8 rows have no nvmath column (its Matmul takes neither).
+
+The events time the kernel alone: each launch is queued behind a spin kernel, so that the host's work of launching
+happens while the GPU is busy, not between the events; and the Numba kernel takes Numba device arrays made once
+(cuda.as_cuda_array), since with CuPy arrays each launch imports every array through the CUDA array interface and
+synchronizes its stream (CAI v3), which would wait out the spin and put the rest of the launch back in the timed span.
+Timed the old way (CuPy arrays, events around a launch on an idle GPU: the "with launch" column) the Numba kernel
+read 0.21-0.30 ms slower than its twin in every case (RESULTS.md: Numba/C++ 0.49-0.88), a near-constant time
+whatever the kernel's (0.21 to 2.1 ms), with machine code the same as the twin's (the same wgmma or FMA loop, 92
+instructions a two-multiply iteration of 64^3 f16 -> f32 against the twin's 105). The host's time a launch (us) is
+printed too. Needs numba-cuda and a GPU:
 
     python3 benchmarks/numba_block.py [--only REGEX] [--repeats 200]
 """
@@ -12,6 +22,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import time
 from functools import partial
 
 import numpy as np
@@ -44,6 +55,15 @@ extern "C" __global__ void repeat(const gemm::a_t* a, const gemm::b_t* b, gemm::
   gemm::store(acc, c, gemm::n, gemm::scalar_t(1), gemm::scalar_t(0));
 }
 """
+
+
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+"""
+SPIN_CYCLES = 4_000_000  # ~2 ms at H100/H200 clocks: longer than any launch's host time here
 
 
 def numba_kernel(cuda, g):
@@ -90,18 +110,28 @@ def nvmath_kernel(cuda, size, pa, pc):
     return repeat, mm.block_dim, mm.get_shared_storage_size_ab(smem_a, smem_b)
 
 
-def timed(cp, launch, repeats: int = 7) -> float:
+def timed(cp, launch, spin=None, repeats: int = 7) -> tuple[float, float, float]:
+    """(the kernel's time, ms; the host's time in launch(), us; the spin's time, ms) as medians of ``repeats``.
+    With ``spin`` (a launch of the spin kernel) the GPU runs it while the host launches, so the events bracket
+    the kernel alone; without it they bracket the launch's host work as well (the GPU idles through it)."""
     launch()
     cp.cuda.runtime.deviceSynchronize()
-    times = []
+    times, hosts, spins = [], [], []
     for _ in range(repeats):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
+        before, start, end = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
+        if spin is not None:
+            before.record()
+            spin()
         start.record()
+        t0 = time.perf_counter()
         launch()
+        hosts.append((time.perf_counter() - t0) * 1e6)
         end.record()
         end.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, end))
-    return statistics.median(times)
+        if spin is not None:
+            spins.append(cp.cuda.get_elapsed_time(before, start))
+    return statistics.median(times), statistics.median(hosts), statistics.median(spins) if spins else 0.0
 
 
 def main() -> None:
@@ -117,6 +147,8 @@ def main() -> None:
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     grid, reps = sms * 16, args.repeats
     sm = 900 if cuda.get_current_device().compute_capability >= (9, 0) else 800
+    spinner = compile_kernel(SPIN, "spin")
+    spin = partial(spinner, (1,), (1,), (np.int64(SPIN_CYCLES),))
     rows, table = [], []
     for name, size, pa, pc in CASES:
         if args.only and not re.search(args.only, name):
@@ -130,10 +162,16 @@ def main() -> None:
         c_numba, c_cpp, c_nvmath = (cp.zeros(m * n, NUMPY[pc]) for _ in range(3))
         g = blasdx.numba.device_api(desc)
         kernel = numba_kernel(cuda, g)
-        numba_ms = timed(cp, partial(kernel[grid, g.block_dim, 0, g.shared_memory_size_ab], a, b, c_numba, reps))
+        # reps as an int32, as the twin's int: a 32-bit loop counter in both (a Python int is an int64 to Numba)
+        configured = kernel[grid, g.block_dim, 0, g.shared_memory_size_ab]
+        devices = [cuda.as_cuda_array(x) for x in (a, b, c_numba)]  # Numba's own arrays: no import a launch
+        numba_ms, numba_us, spin_ms = timed(cp, partial(configured, *devices, np.int32(reps)), spin)
+        numba_idle_ms, numba_cai_us, _ = timed(cp, partial(configured, a, b, c_numba, np.int32(reps)))
         twin = compile_kernel(desc.device_source("gemm") + CPP, "repeat")
-        cpp_ms = timed(cp, partial(twin, (grid,), g.block_dim, (a, b, c_cpp, np.int32(reps)),
-                                   shared_mem=g.shared_memory_size_ab))
+        cpp_launch = partial(twin, (grid,), g.block_dim, (a, b, c_cpp, np.int32(reps)),
+                             shared_mem=g.shared_memory_size_ab)
+        cpp_ms, cpp_us, _ = timed(cp, cpp_launch, spin)
+        cpp_idle_ms = timed(cp, cpp_launch)[0]
         same = bool(cp.array_equal(c_numba.view(cp.uint8), c_cpp.view(cp.uint8)))
         numba_tf, cpp_tf = flops / numba_ms / 1e9, flops / cpp_ms / 1e9
         rows += [(f"{name} numba", numba_tf, "TFLOP/s"), (f"{name} cupy", cpp_tf, "TFLOP/s")]
@@ -142,19 +180,28 @@ def main() -> None:
             made = None if pa in ("bfloat16", "float8_e4m3") else nvmath_kernel(cuda, size, pa, pc)
             if made is not None:
                 nv_kernel, block_dim, shared = made
-                nv_ms = timed(cp, partial(nv_kernel[grid, block_dim, 0, shared], a, b, c_nvmath, reps))
+                nv_args = [cuda.as_cuda_array(x) for x in (a, b, c_nvmath)]
+                nv_ms = timed(cp, partial(nv_kernel[grid, block_dim, 0, shared], *nv_args, np.int32(reps)), spin)[0]
                 nvmath_tf = flops / nv_ms / 1e9
                 rows.append((f"{name} nvmath", nvmath_tf, "TFLOP/s"))
         except Exception as exc:  # noqa: BLE001 - a peer that fails on a case leaves its column empty
             print(f"# nvmath {name}: {type(exc).__name__}: {str(exc)[:200]}")
+        if max(numba_us, cpp_us) > 1e3 * spin_ms:
+            print(f"# {name}: a launch's host time ({max(numba_us, cpp_us):.0f} us) outlasted the spin ({spin_ms:.2f} "
+                  f"ms): raise SPIN_CYCLES")
         table.append((name, numba_tf, cpp_tf, nvmath_tf, numba_tf / cpp_tf, same,
-                      next(iter(kernel.overloads.values())).regs_per_thread, twin.registers))
+                      next(iter(kernel.overloads.values())).regs_per_thread, twin.registers,
+                      cpp_idle_ms / numba_idle_ms, numba_us, numba_cai_us, cpp_us))
     report(rows)
-    print(f"\nblock GEMM alone, {reps} multiplies, grid {grid}, SM {sm} descriptors (TFLOP/s; - where nvmath has none)")
-    print(f"{'case':22s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s}  same C  regs numba/cupy")
-    for name, nb, cc, nv, ratio, same, rn, rc in table:
+    print(f"\nblock GEMM alone, {reps} multiplies, grid {grid}, SM {sm} descriptors (TFLOP/s; - where nvmath has none); "
+          f"the kernel's time (behind a spin); 'with launch': numba/cupy as events around a launch on an idle GPU time it, "
+          f"CuPy arrays to Numba; host us a launch: Numba with its own arrays, with CuPy's, the twin")
+    print(f"{'case':22s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s}  same C  regs numba/cupy  "
+          f"{'with launch':>11s}  host us numba/numba(CuPy arrays)/cupy")
+    for name, nb, cc, nv, ratio, same, rn, rc, idle, nus, caius, cus in table:
         nv_text = f"{nv:8.1f}" if nv == nv else f"{'-':>8s}"
-        print(f"{name:22s} {nb:8.1f} {cc:8.1f} {nv_text} {ratio:10.3f}  {'yes' if same else 'NO':6s}  {rn}/{rc}")
+        print(f"{name:22s} {nb:8.1f} {cc:8.1f} {nv_text} {ratio:10.3f}  {'yes' if same else 'NO':6s}  "
+              f"{f'{rn}/{rc}':>16s}  {idle:11.3f}  {nus:.0f}/{caius:.0f}/{cus:.0f}")
 
 
 if __name__ == "__main__":

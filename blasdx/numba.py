@@ -20,7 +20,10 @@ NVRTC and disk cache (blasdx.pipeline.numba_unit); each function of ``g`` is a N
 them and adds the LTO-IR to the kernel's link, where nvJitLink inlines it (LTO is required: without it every call
 is a real call and the accumulator lives in local memory). Arrays are passed by their data pointer, in the
 precision's Numba dtype (``ARRAY_DTYPES``). Numba cannot cache a kernel that links files (``cache=True``): its
-compile and link happen in every process; blasdx's part comes from the disk cache.
+compile and link happen in every process; blasdx's part comes from the disk cache. The linked loop is the machine
+code of the same kernel in C++; Numba's launch costs more host time than a C++ one (its dispatch runs in Python and
+imports each CuPy or PyTorch array through the CUDA array interface, synchronizing its stream): pass Numba's own
+arrays (``cuda.as_cuda_array(x)``, once) where short kernels are launched often.
 """
 
 from __future__ import annotations
