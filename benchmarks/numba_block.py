@@ -2,7 +2,8 @@
 and compiled by compile_kernel (a CuPy RawKernel), and against nvmath-python's device Matmul (cuBLASDx through
 libmathdx) where it is importable: the block GEMM alone, A and B in shared memory, register accumulators, multiply
 repeated REPEATS times, grid = SMs x 16, CUDA events, medians. TFLOP/s; the Numba/C++ ratio is the goal (>= 0.95).
-bf16 and FP8 rows have no nvmath column (its Matmul takes neither).
+bf16 and FP8 rows have no nvmath column (its Matmul takes neither). Where nvmath runs a case, all three run it with
+nvmath's suggested block (as the anchor harness does); elsewhere blasdx's own ("threads" in the table).
 
 The events time the kernel alone: each launch is queued behind a spin kernel, so that the host's work of launching
 happens while the GPU is busy, not between the events; and the Numba kernel takes Numba device arrays made once
@@ -28,7 +29,8 @@ from functools import partial
 import numpy as np
 from ab import report
 
-from blasdx import SM, Arrangement, Block, Precision, Size, compile_kernel
+from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size, compile_kernel
+from blasdx.errors import DescriptorError
 
 CASES = [  # name, (m, n, k), A/B precision, C precision
     ("64x64x64 f16->f32", (64, 64, 64), "float16", "float32"),
@@ -154,6 +156,16 @@ def main() -> None:
         if args.only and not re.search(args.only, name):
             continue
         desc = Size(*size) + Precision(pa, pa, pc) + Arrangement(*ARRANGEMENT) + SM(sm) + Block()
+        made = None
+        try:  # nvmath's kernel first: its suggested block is the one all three run with (as the anchor harness)
+            made = None if pa in ("bfloat16", "float8_e4m3") else nvmath_kernel(cuda, size, pa, pc)
+        except Exception as exc:  # noqa: BLE001 - a peer that fails on a case leaves its column empty
+            print(f"# nvmath {name}: {type(exc).__name__}: {str(exc)[:200]}")
+        if made is not None:
+            try:
+                desc = desc + BlockDim(*(int(d) for d in tuple(made[1])))
+            except DescriptorError as exc:
+                print(f"# {name}: blasdx keeps its own block ({exc})")
         m, n, k = size
         flops = 2.0 * m * n * k * reps * grid
         rng = np.random.default_rng(0)
@@ -176,31 +188,27 @@ def main() -> None:
         numba_tf, cpp_tf = flops / numba_ms / 1e9, flops / cpp_ms / 1e9
         rows += [(f"{name} numba", numba_tf, "TFLOP/s"), (f"{name} cupy", cpp_tf, "TFLOP/s")]
         nvmath_tf = float("nan")
-        try:
-            made = None if pa in ("bfloat16", "float8_e4m3") else nvmath_kernel(cuda, size, pa, pc)
-            if made is not None:
-                nv_kernel, block_dim, shared = made
-                nv_args = [cuda.as_cuda_array(x) for x in (a, b, c_nvmath)]
-                nv_ms = timed(cp, partial(nv_kernel[grid, block_dim, 0, shared], *nv_args, np.int32(reps)), spin)[0]
-                nvmath_tf = flops / nv_ms / 1e9
-                rows.append((f"{name} nvmath", nvmath_tf, "TFLOP/s"))
-        except Exception as exc:  # noqa: BLE001 - a peer that fails on a case leaves its column empty
-            print(f"# nvmath {name}: {type(exc).__name__}: {str(exc)[:200]}")
+        if made is not None:
+            nv_kernel, block_dim, shared = made
+            nv_args = [cuda.as_cuda_array(x) for x in (a, b, c_nvmath)]
+            nv_ms = timed(cp, partial(nv_kernel[grid, block_dim, 0, shared], *nv_args, np.int32(reps)), spin)[0]
+            nvmath_tf = flops / nv_ms / 1e9
+            rows.append((f"{name} nvmath", nvmath_tf, "TFLOP/s"))
         if max(numba_us, cpp_us) > 1e3 * spin_ms:
             print(f"# {name}: a launch's host time ({max(numba_us, cpp_us):.0f} us) outlasted the spin ({spin_ms:.2f} "
                   f"ms): raise SPIN_CYCLES")
-        table.append((name, numba_tf, cpp_tf, nvmath_tf, numba_tf / cpp_tf, same,
+        table.append((f"{name} t{g.threads}", numba_tf, cpp_tf, nvmath_tf, numba_tf / cpp_tf, same,
                       next(iter(kernel.overloads.values())).regs_per_thread, twin.registers,
                       cpp_idle_ms / numba_idle_ms, numba_us, numba_cai_us, cpp_us))
     report(rows)
     print(f"\nblock GEMM alone, {reps} multiplies, grid {grid}, SM {sm} descriptors (TFLOP/s; - where nvmath has none); "
           f"the kernel's time (behind a spin); 'with launch': numba/cupy as events around a launch on an idle GPU time it, "
           f"CuPy arrays to Numba; host us a launch: Numba with its own arrays, with CuPy's, the twin")
-    print(f"{'case':22s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s}  same C  regs numba/cupy  "
+    print(f"{'case, threads':26s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s}  same C  regs numba/cupy  "
           f"{'with launch':>11s}  host us numba/numba(CuPy arrays)/cupy")
     for name, nb, cc, nv, ratio, same, rn, rc, idle, nus, caius, cus in table:
         nv_text = f"{nv:8.1f}" if nv == nv else f"{'-':>8s}"
-        print(f"{name:22s} {nb:8.1f} {cc:8.1f} {nv_text} {ratio:10.3f}  {'yes' if same else 'NO':6s}  "
+        print(f"{name:26s} {nb:8.1f} {cc:8.1f} {nv_text} {ratio:10.3f}  {'yes' if same else 'NO':6s}  "
               f"{f'{rn}/{rc}':>16s}  {idle:11.3f}  {nus:.0f}/{caius:.0f}/{cus:.0f}")
 
 
