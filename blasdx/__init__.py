@@ -8,6 +8,7 @@ from .describe.operators import (
     Accumulation,
     Alignment,
     Arrangement,
+    BatchInvariant,
     BitOp,
     Block,
     BlockDim,
@@ -44,7 +45,7 @@ from .version import __version__
 __all__ = [
     "Descriptor", "Size", "Precision", "Type", "Function", "Arrangement", "TransposeMode",
     "BitOp", "InstructionFamily", "Accumulation", "LeadingDimension", "Alignment", "MaxAlignment", "SM", "Block", "BlockDim",
-    "Grid", "Warp", "Grouped", "Tile", "Stages",
+    "Grid", "Warp", "Grouped", "Tile", "Stages", "BatchInvariant",
     "BlasdxError", "DescriptorError", "CompositionError", "IncompleteDescriptorError", "UnsupportedError",
     "ArgumentError", "DeviceError", "CompileError", "show_config", "__version__",
     "Hook", "BUILTIN_HOOKS", "scale", "expression", "swiglu", "geglu", "compile_kernel", "UserKernel",

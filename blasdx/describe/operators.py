@@ -544,6 +544,15 @@ class Tile(Operator):
         return _extent(v, info.field_name)
 
 
+class BatchInvariant(Operator):
+    """BatchInvariant(): with Grid() or Grouped(), every row of C is bitwise the same whatever the number of rows
+    in the call (Size's m, or a group's rows), as inference servers need for reproducible sampling: one tile shape
+    and K order for every m, no split-K, no kernel switch with the shape or the batch (the batched block kernel
+    never replaces the grid's), and float32 never silently tfloat32. ``explain()`` says what it fixes."""
+
+    kind: ClassVar[str] = "BatchInvariant"
+
+
 MAX_STAGES = 8
 
 
@@ -568,5 +577,5 @@ class Stages(Operator):
 
 OPERATOR_KINDS: tuple[type[Operator], ...] = (
     Size, Precision, Type, Function, BitOp, Arrangement, TransposeMode, LeadingDimension,
-    Alignment, SM, InstructionFamily, Accumulation, Block, Grid, Warp, Grouped, Tile, Stages, BlockDim,
+    Alignment, SM, InstructionFamily, Accumulation, Block, Grid, Warp, Grouped, Tile, Stages, BatchInvariant, BlockDim,
 )

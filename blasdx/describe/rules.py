@@ -270,6 +270,22 @@ def _check_grid_operators(ops: Mapping[str, Operator]) -> None:
             )
 
 
+def _check_batch_invariant(ops: Mapping[str, Operator]) -> None:
+    """BatchInvariant() fixes the tile of a grid over rows whose number changes from call to call; a Block() or
+    Warp() GEMM's rows are its Size's m, and a batch item's code is the same whatever the batch already."""
+    if "BatchInvariant" in ops and not is_tiled(ops):
+        execution = execution_of(ops)
+        raise DescriptorError(
+            f"BatchInvariant() keeps each row of C bitwise the same whatever the rows of a call; it applies to Grid() "
+            f"and Grouped(), whose calls' rows vary, not to {execution}() (its rows are Size's m, and each batch "
+            f"item runs the same code whatever the batch): use Grid(), or remove BatchInvariant()")
+    if "BatchInvariant" in ops and getattr(ops["Execution"], "ragged", "m") == "k":
+        raise DescriptorError(
+            "BatchInvariant() keeps each row of C bitwise the same whatever the rows of a call; Grouped('k') sums over "
+            "its groups' rows (the weights' gradient), so its C changes with them by definition: remove "
+            "BatchInvariant(), or use it on Grid() or Grouped()")
+
+
 def _check_grid_size(ops: Mapping[str, Operator]) -> None:
     if not is_tiled(ops) or "Size" not in ops:
         return
@@ -364,6 +380,7 @@ RULES: tuple[tuple[Callable[[Mapping[str, Operator]], None], Callable[[Mapping[s
     (_check_block_dim, _never),
     (_check_grid_whole_warps, _has("Execution", "BlockDim")),
     (_check_grid_operators, _never),
+    (_check_batch_invariant, _has("Execution", "BatchInvariant")),
     (_check_grid_size, _has("Execution", "Size")),
     (_check_grid_precision, _has("Execution", "Precision")),
     (_check_instruction_family, _never),

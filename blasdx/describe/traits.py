@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..arch import SWIZZLE_ALIGNMENT, shared_memory_limit
 from .families import FAMILIES, family_of
+from .families.common import GRID_MIN_TILES
 from .operands import Operators, arrangement_of, element_sizes_of, execution_of, packs_of, round_up
 from .operators import Block, BlockDim, Operator, Size, Tile
 
@@ -72,10 +73,18 @@ TILE_KINDS: tuple[str, ...] = ("Precision", "Type", "Function", "BitOp", "Arrang
                                "Alignment", "SM", "InstructionFamily", "Accumulation", "BlockDim")
 
 
+# BatchInvariant(): the rows whose suggested tile fixes n and k (and so the instruction and the K order) for every
+# m; and the rows a tile's height is a multiple of (a warpgroup's, every family's warp tiles' multiple).
+INVARIANT_ROWS = 16384
+INVARIANT_ROW_STEP = 64
+
+
 def suggested_tile_of(ops: Operators) -> Tile:
     """The block tile a Grid() descriptor suggests: that of the first instruction family that can run
     its tiles (each family's ``suggested_tile``; the alternatives measured: benchmarks/RESULTS.md, Grid
-    against cuBLAS and Fused epilogues)."""
+    against cuBLAS and Fused epilogues). Under BatchInvariant(), ``invariant_tile_of``."""
+    if "BatchInvariant" in ops:
+        return invariant_tile_of(ops)
     if execution_of(ops) == "Grouped":
         return _with_two_stages(ops, suggested_grouped_tile_of(ops))
     tile = next(tile for family in FAMILIES if (tile := family.suggested_tile(ops)) is not None)
@@ -93,6 +102,30 @@ def suggested_grouped_tile_of(ops: Operators) -> Tile:
     rows = 64 if size.m <= 64 else 128  # type: ignore[attr-defined]
     wide = rows == 128 and size.n >= 256 and esize >= 2  # type: ignore[attr-defined]
     return Tile(rows, 256 if wide else 128, max(8, 128 // esize))
+
+
+def reference_tile_of(ops: Operators) -> Tile:
+    """The tile suggested for INVARIANT_ROWS rows of this descriptor's n and k: BatchInvariant()'s n and k."""
+    size = ops["Size"]
+    unfitted = {kind: op for kind, op in ops.items() if kind != "BatchInvariant"}
+    return suggested_tile_of({**unfitted, "Size": Size(INVARIANT_ROWS, size.n, size.k)})  # type: ignore[attr-defined]
+
+
+def invariant_tile_of(ops: Operators) -> Tile:
+    """BatchInvariant()'s tile: ``reference_tile_of``'s n and k for every m, so that each row meets the same
+    instructions in the same K order (a warpgroup's 64 x n tile and its wgmma, a warp's mma.sync, a thread's FMA
+    chain over k); its height fitted to m in steps of INVARIANT_ROW_STEP rows as Grid()'s is (no taller than m,
+    halved while the tiles are fewer than GRID_MIN_TILES), which changes how many rows a block holds, never the
+    arithmetic of one (blasdx.plan.grid checks the instruction too). Grouped(): the reference tile (its rows are
+    the call's, not Size's)."""
+    reference, size = reference_tile_of(ops), ops["Size"]
+    if execution_of(ops) == "Grouped":
+        return reference
+    m, n = size.m, size.n  # type: ignore[attr-defined]
+    height = min(reference.m, round_up(m, INVARIANT_ROW_STEP))
+    while height > INVARIANT_ROW_STEP and -(-m // height) * -(-n // reference.n) < GRID_MIN_TILES:
+        height = max(INVARIANT_ROW_STEP, round_up(height // 2, INVARIANT_ROW_STEP))
+    return Tile(height, reference.n, reference.k)
 
 
 def _with_two_stages(ops: Operators, tile: Tile) -> Tile:
@@ -123,8 +156,8 @@ def grid_tile_threads(ops: Operators, tile: Tile) -> int | None:
 
 def item_operators_of(ops: Operators) -> dict[str, Operator]:
     """The Block() descriptor of one batch item of a Grid() descriptor: its operators with Block()
-    in Grid()'s place."""
-    return {**ops, "Execution": Block()}
+    in Grid()'s place (BatchInvariant(), a grid's, left out)."""
+    return {kind: op for kind, op in {**ops, "Execution": Block()}.items() if kind != "BatchInvariant"}
 
 
 def tile_operators_of(ops: Operators) -> dict[str, Operator]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
 from ..describe.operators import execution_operators
+from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
 from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, GridPlan, grid_with_alignment, item_block_choice
 from .kernel import kernel_plan
@@ -224,10 +225,8 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
         f"blocks: {t.threads} threads each ({given['BlockDim']}); a persistent grid of at most as many blocks as the "
         f"GPU runs at once walks the (batch item, tile) pairs, tiles in groups of {p.group_m} tile rows taken column "
         f"by column (the blocks running together share A and B in L2)",
-        f"split-K: where a call's tiles (of every batch item) are fewer than the blocks the GPU runs at once, each "
-        f"tile's K loop splits into up to {MAX_SPLITS} parts of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace "
-        f"from CuPy's pool; the last part to finish adds them up in order (the same result whichever it is). Not "
-        f"under stream capture (CUDA graphs)",
+        _split_k_line(desc),
+        *_invariance_lines(desc, p),
         _batches_line(desc),
         _epilogue_line(p),
         _copies_line(launched) + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
@@ -242,6 +241,33 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
         if keep:
             lines.append("  " + line)
     return lines
+
+
+def _split_k_line(desc: Descriptor) -> str:
+    if "BatchInvariant" in desc.operator_map:
+        return "split-K: never (BatchInvariant(): each tile's K loop runs whole, in one order, on one block)"
+    return (f"split-K: where a call's tiles (of every batch item) are fewer than the blocks the GPU runs at once, each "
+            f"tile's K loop splits into up to {MAX_SPLITS} parts of {MIN_SPLIT_K_TILES} K tiles or more, in a "
+            f"workspace from CuPy's pool; the last part to finish adds them up in order (the same result whichever it "
+            f"is). Not under stream capture (CUDA graphs)")
+
+
+def _invariance_lines(desc: Descriptor, p: GridPlan) -> list[str]:
+    """What BatchInvariant() fixes, where the descriptor has it."""
+    if "BatchInvariant" not in desc.operator_map:
+        return []
+    t = p.tile
+    rows = "a group's rows or how many groups" if p.grouped else "Size's m (or the batch)"
+    height = ("Tile given, the same for every m" if "Tile" in desc.operator_map or p.grouped else
+              f"the tile's height, {t.m} rows here, follows m in steps of {INVARIANT_ROW_STEP} (as many rows a block "
+              f"holds, never what a row meets), n and k those of {INVARIANT_ROWS} rows")
+    float32 = (" float32 runs float32 (never tfloat32, its own Precision);"
+               if "float32" in (p.a.precision, p.b.precision) else "")
+    width = f"{t.instruction.name} {t.tile_n} wide" if t.instruction.is_wgmma else t.instruction.name
+    return [f"batch invariance (BatchInvariant()): every row of C is bitwise the same whatever {rows}: each row meets "
+            f"the same instructions ({width}) in the same K order, {t.k} of k a step, for every m ({height}); no "
+            f"split-K, no kernel switched by the batch;{float32} the rows past m are read as zeros and never change "
+            f"a row inside it"]
 
 
 def _batches_line(desc: Descriptor) -> str:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
 from ..describe.families.common import GRID_MIN_TILES
+from ..describe.operators import MAX_STAGES, Size
 from ..describe.precision import PRECISIONS
+from ..describe.traits import INVARIANT_ROWS
 from ..errors import ArgumentError, DescriptorError, UnsupportedError
 from ..tuning import tuning_of
 from .block import (
@@ -418,8 +420,7 @@ def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: 
 
 def make_grid_plan(desc: Descriptor) -> GridPlan:
     """The grid kernel's plan of an executable Grid() descriptor."""
-    tile_desc = desc.tile_descriptor
-    block = make_tile_plan(tile_desc)
+    block = _invariant_checked(desc, make_tile_plan(desc.tile_descriptor))
     limit = shared_memory_limit(desc.sm)
     mats, stage_bytes = shared_layout(block, True, True)
     if 2 * stage_bytes > limit:  # unpadded, where padding costs the second stage
@@ -440,12 +441,32 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
         raise UnsupportedError(
             f"C of {desc.size.m} x {desc.size.n} has {tiles} tiles of {block.m}x{block.n}, 2**31 or more (the "
             f"kernel counts tiles in an int); split the problem, or use a larger Tile")
-    split_k = tiles < GRID_MIN_TILES and k_tiles >= 2 * MIN_SPLIT_K_TILES
+    # BatchInvariant(): one K order whatever the tiles, so never split-K
+    split_k = tiles < GRID_MIN_TILES and k_tiles >= 2 * MIN_SPLIT_K_TILES and "BatchInvariant" not in desc.operator_map
     if given is None and fma_blocks_share_sm(tile, problem["b"].layout, desc.is_complex, tiles):
         stages = min(MAX_SUGGESTED_STAGES_TWO_BLOCKS, suggested_stages(stage_bytes, k_tiles, desc.sm, blocks_per_sm=2))
+    if given is None and "BatchInvariant" in desc.operator_map and tiles < 2 * GRID_MIN_TILES:
+        # fewer tiles than SMs and no split-K to add blocks: each block's K loop is the call's time, and deeper
+        # stages keep more of it in flight (benchmarks/RESULTS.md, Batch invariance)
+        stages = max(stages, min(MAX_STAGES, k_tiles, limit // stage_bytes))
     return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
                     split_k=split_k, item_block=item_block_choice(desc)[0])
+
+
+def _invariant_checked(desc: Descriptor, block: TilePlan) -> TilePlan:
+    """``block``, the tile of ``desc``; under BatchInvariant() with the tile suggested (its height fitted to m:
+    traits.invariant_tile_of), the reference tile of INVARIANT_ROWS rows in its place wherever a row would meet
+    another instruction or K order in it (another wgmma width, K step or promotion): never, as planned today."""
+    if "BatchInvariant" not in desc.operator_map or "Tile" in desc.operator_map:
+        return block
+    size = desc.size
+    reference = make_tile_plan(desc.replace(Size(INVARIANT_ROWS, size.n, size.k)).tile_descriptor)
+
+    def arithmetic(t: TilePlan) -> tuple:
+        return t.instruction.name, t.k, t.tile_n if t.instruction.is_wgmma else 0, t.promote_k
+
+    return block if arithmetic(block) == arithmetic(reference) else reference
 
 
 def item_block_choice(desc: Descriptor) -> tuple[GemmPlan | None, str]:
@@ -453,6 +474,8 @@ def item_block_choice(desc: Descriptor) -> tuple[GemmPlan | None, str]:
     other operators), whose batched kernel execute() runs on batches of at least as many items as
     the GPU runs blocks of it at once (GridPlan.item_block); None where the grid kernel runs
     whatever the batch. With why, as explain() says it."""
+    if "BatchInvariant" in desc.operator_map:
+        return None, "BatchInvariant(): no batch switches the kernel"
     given = [kind for kind in ("Tile", "Stages", "BlockDim") if kind in desc.operator_map]
     if given:
         return None, f"{', '.join(given)} given: the grid kernel as described"
