@@ -17,7 +17,6 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -331,19 +330,10 @@ def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
     if on_torch and c.requires_grad:
         check_torch_output(c)
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
-    bound = BOUND_LAUNCHES.get(signature[0]) if signature is not None else None
-    if signature is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        pa, pb, pc, pbias = signature[1]
-        if bound.overlaps(pa, pb, pc, pbias):
-            _, _, vc = check_operands(plan, a, b, c)  # raises the overlap error with its message ...
-            bias_view(bias, vc, bias_cols(plan, fusion))  # ... or else the overlap is the bias's, and this raises
-        try:
-            bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan),
-                         stream_handle(stream, c if on_torch else None), pbias)
-            return c
-        except cupy.cuda.driver.CUDADriverError:
-            pass  # for one, no current context in this thread: the path below makes it current
-    va, vb, vc = check_operands(plan, a, b, c)
+    if signature is not None and BOUND_LAUNCHES.relaunch(cupy, signature[0], signature[1], alpha, beta, plan, stream,
+                                                         c if on_torch else None):
+        return c
+    va, vb, vc = check_operands(plan, a, b, c)  # raises an overlap relaunch saw (a bias's: bias_view below)
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
     bv = None if bias is None else bias_view(bias, vc, bias_cols(plan, fusion))
@@ -379,17 +369,12 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
     scaled = scales_signature(cupy.ndarray, tensor if on_torch else None, on_device.get("scale_a"),
                               on_device.get("scale_b"))
-    key = None if signature is None or scaled is None else (*signature[0], *scaled[0])
-    bound = BOUND_LAUNCHES.get(key) if key is not None else None
-    if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        pa, pb, pc, pbias = signature[1]  # type: ignore[index]
-        if not bound.overlaps(pa, pb, pc, pbias, scaled[1]):  # type: ignore[index]
-            try:
-                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan),
-                             stream_handle(stream, c if on_torch else None), pbias, scaled[1])  # type: ignore[index]
-                return c
-            except cupy.cuda.driver.CUDADriverError:
-                pass  # no current context in this thread: the path below makes it current
+    key = None
+    if signature is not None and scaled is not None:
+        key = (*signature[0], *scaled[0])
+        if BOUND_LAUNCHES.relaunch(cupy, key, signature[1], alpha, beta, plan, stream, c if on_torch else None,
+                                   scaled[1]):
+            return c
     va, vb, vc = check_operands(plan, a, b, c)
     sa, sb = (None if name not in on_device else scale_view(on_device[name], name, plan.m, plan.n, plan.k, vc)
               for name in ("scale_a", "scale_b"))
@@ -437,19 +422,12 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
     grouped = offsets_signature(cupy.ndarray, tensor if on_torch else None, offsets)
     scaled = scales_signature(cupy.ndarray, tensor if on_torch else None, on_device.get("scale_a"),
                               on_device.get("scale_b")) if on_device else ((), (0, 0))
-    key = None if signature is None or grouped is None or scaled is None else (*signature[0], *grouped[0], *scaled[0])
-    bound = BOUND_LAUNCHES.get(key) if key is not None else None
-    if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        pa, pb, pc, pbias = signature[1]  # type: ignore[index]
-        po, span_o, span_c = grouped[1], 4 * math.prod(grouped[0][1]), bound.spans[2]  # type: ignore[index]
-        if (not bound.overlaps(pa, pb, pc, pbias, scaled[1])  # type: ignore[index]
-                and not (span_c and pc < po + span_o and po < pc + span_c)):
-            try:
-                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan), stream_handle(stream, c if on_torch else None),
-                             pbias, scaled[1], poffsets=po)  # type: ignore[index]
-                return c
-            except cupy.cuda.driver.CUDADriverError:
-                pass  # no current context in this thread: the path below makes it current
+    key = None
+    if signature is not None and grouped is not None and scaled is not None:
+        key = (*signature[0], *grouped[0], *scaled[0])
+        if BOUND_LAUNCHES.relaunch(cupy, key, signature[1], alpha, beta, plan, stream, c if on_torch else None,
+                                   scaled[1], grouped[1]):
+            return c
     ragged_k = plan.ragged_k  # type: ignore[attr-defined]
     va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups, ragged_k)  # type: ignore[attr-defined]
     if ragged_k and groups.rows == 0 and vc.span_bytes:  # no rows: each C is beta * C, by the kernel on one-row stand-ins

@@ -70,7 +70,8 @@ def gpu(monkeypatch):
         driver=SimpleNamespace(CUDADriverError=_DriverError, launchKernel=launch_kernel)))
     for module in (pipeline, arguments, launch):
         monkeypatch.setattr(module, "cupy_module", lambda: cupy)
-    monkeypatch.setattr(pipeline, "stream_handle", lambda stream, tensor=None: 0)
+    for module in (pipeline, launch):
+        monkeypatch.setattr(module, "stream_handle", lambda stream, tensor=None: 0)
     monkeypatch.setattr(pipeline, "BOUND_LAUNCHES", launch.BoundLaunches())
     monkeypatch.setattr(TensorMap, "write", lambda self, pointer: None)
 
