@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import numpy as np
@@ -40,17 +41,6 @@ class _Array:
         self.device = SimpleNamespace(id=0)
 
 
-class _Device:
-    def __init__(self, device_id):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 @pytest.fixture
 def gpu(monkeypatch):
     """A fake GPU 0: ``launched`` holds each launch's (A, B, C) pointers and alpha's first 8 bytes, ``binds``
@@ -66,7 +56,7 @@ def gpu(monkeypatch):
         state.launched.append(tuple(ctypes.string_at(slots[i], 8) for i in range(4)))
 
     cupy = SimpleNamespace(ndarray=_Array, cuda=SimpleNamespace(
-        runtime=SimpleNamespace(getDevice=lambda: state.device), Device=_Device,
+        runtime=SimpleNamespace(getDevice=lambda: state.device), Device=lambda device_id: nullcontext(),
         driver=SimpleNamespace(CUDADriverError=_DriverError, launchKernel=launch_kernel)))
     for module in (pipeline, arguments, launch):
         monkeypatch.setattr(module, "cupy_module", lambda: cupy)
