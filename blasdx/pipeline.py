@@ -17,7 +17,6 @@ Each stage's memo is listed in ``cache_info()`` and emptied by ``clear_caches()`
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +63,7 @@ from .runtime.device import (
 )
 from .runtime.groups import check_grouped_operands, group_bias_view, one_row_stand_ins
 from .runtime.launch import BoundLaunches, Kernel, bind, launch_signature, offsets_signature, scales_signature
-from .runtime.scales import ScaleView, is_number, number_scale, scale_view
+from .runtime.scales import fold_number_scales, scale_view
 from .version import __version__
 
 # --- describe -> plan ---------------------------------------------------------------------
@@ -331,19 +330,10 @@ def execute(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, beta: Any,
     if on_torch and c.requires_grad:
         check_torch_output(c)
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
-    bound = BOUND_LAUNCHES.get(signature[0]) if signature is not None else None
-    if signature is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        pa, pb, pc, pbias = signature[1]
-        if bound.overlaps(pa, pb, pc, pbias):
-            _, _, vc = check_operands(plan, a, b, c)  # raises the overlap error with its message ...
-            bias_view(bias, vc, bias_cols(plan, fusion))  # ... or else the overlap is the bias's, and this raises
-        try:
-            bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan),
-                         stream_handle(stream, c if on_torch else None), pbias)
-            return c
-        except cupy.cuda.driver.CUDADriverError:
-            pass  # for one, no current context in this thread: the path below makes it current
-    va, vb, vc = check_operands(plan, a, b, c)
+    if signature is not None and BOUND_LAUNCHES.relaunch(cupy, signature[0], signature[1], alpha, beta, plan, stream,
+                                                         c if on_torch else None):
+        return c
+    va, vb, vc = check_operands(plan, a, b, c)  # raises an overlap relaunch saw (a bias's: bias_view below)
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
     bv = None if bias is None else bias_view(bias, vc, bias_cols(plan, fusion))
@@ -368,46 +358,28 @@ def execute_scaled(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, bet
     given as numbers fold into alpha; scales on the device are read by the kernel (the grid kernel, or the block
     GEMM's batched kernel: plan.scales_refusal says what each takes), and key its bound launch beside the operands
     (scales_signature)."""
+    alpha, on_device = fold_number_scales(plan, alpha, scale_a, scale_b)
+    if not on_device:  # numbers alone: alpha says it all
+        return execute(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)
     cupy = cupy_module()
     tensor = torch_tensor_type()
     on_torch = tensor is not None and isinstance(c, tensor)
     if on_torch and c.requires_grad:
         check_torch_output(c)
-    numbers = [(name, x) for name, x in (("scale_a", scale_a), ("scale_b", scale_b)) if is_number(x)]
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
-    scaled = scales_signature(cupy.ndarray, tensor if on_torch else None, scale_a, scale_b)
-    key = None if signature is None or scaled is None or len(numbers) == 2 else (*signature[0], *scaled[0])
-    bound = BOUND_LAUNCHES.get(key) if key is not None else None
-    if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        pa, pb, pc, pbias = signature[1]  # type: ignore[index]
-        if not bound.overlaps(pa, pb, pc, pbias, scaled[1]):  # type: ignore[index]
-            call_alpha = alpha  # the numbers folded in for this launch only (the path below folds them itself)
-            for name, x in numbers:
-                call_alpha = call_alpha * number_scale(x, name)
-            try:
-                bound.launch(pa, pb, pc, bound.scalar_bytes(call_alpha, beta, plan),
-                             stream_handle(stream, c if on_torch else None), pbias, scaled[1])  # type: ignore[index]
-                return c
-            except cupy.cuda.driver.CUDADriverError:
-                pass  # no current context in this thread: the path below makes it current
+    scaled = scales_signature(cupy.ndarray, tensor if on_torch else None, on_device.get("scale_a"),
+                              on_device.get("scale_b"))
+    key = None
+    if signature is not None and scaled is not None:
+        key = (*signature[0], *scaled[0])
+        if BOUND_LAUNCHES.relaunch(cupy, key, signature[1], alpha, beta, plan, stream, c if on_torch else None,
+                                   scaled[1]):
+            return c
     va, vb, vc = check_operands(plan, a, b, c)
-    if not (plan.a.precision.startswith("float8") and plan.b.precision.startswith("float8")):
-        raise ArgumentError(f"scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are {plan.a.precision} "
-                            f"and {plan.b.precision}; scale them with alpha (or the a_load/b_load hooks)")
-    views: list[ScaleView | None] = []
-    for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if x is None:
-            views.append(None)
-        elif is_number(x):
-            alpha = alpha * number_scale(x, name)
-            views.append(None)
-        else:
-            views.append(scale_view(x, name, plan.m, plan.n, plan.k, vc))
-    sa, sb = views
+    sa, sb = (None if name not in on_device else scale_view(on_device[name], name, plan.m, plan.n, plan.k, vc)
+              for name in ("scale_a", "scale_b"))
     scalar(alpha, plan, "alpha")  # ArgumentError before any compile
     scalar(beta, plan, "beta")
-    if sa is None and sb is None:  # numbers alone: alpha says it all
-        return execute(plan, a, b, c, alpha, beta, stream=stream, fusion=fusion, bias=bias)
     refusal = plan.scales_refusal(sa.kind if sa else "", sb.kind if sb else "",
                                   not (fusion.a_load.is_identity and fusion.b_load.is_identity))
     if refusal:
@@ -445,31 +417,17 @@ def execute_grouped(plan: DescriptorPlan, a: Any, b: Any, c: Any, alpha: Any, be
         check_torch_output(c)
     on_device: dict[str, Any] = {}  # the scales the kernel reads
     if scale_a is not None or scale_b is not None:
-        if not (plan.a.precision.startswith("float8") and plan.b.precision.startswith("float8")):
-            raise ArgumentError(f"scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are "
-                                f"{plan.a.precision} and {plan.b.precision}; scale them with alpha")
-        for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
-            if is_number(x):
-                alpha = alpha * number_scale(x, name)
-            elif x is not None:
-                on_device[name] = x
+        alpha, on_device = fold_number_scales(plan, alpha, scale_a, scale_b)
     signature = launch_signature(cupy.ndarray, tensor if on_torch else None, plan, fusion, a, b, c, bias)
     grouped = offsets_signature(cupy.ndarray, tensor if on_torch else None, offsets)
     scaled = scales_signature(cupy.ndarray, tensor if on_torch else None, on_device.get("scale_a"),
                               on_device.get("scale_b")) if on_device else ((), (0, 0))
-    key = None if signature is None or grouped is None or scaled is None else (*signature[0], *grouped[0], *scaled[0])
-    bound = BOUND_LAUNCHES.get(key) if key is not None else None
-    if key is not None and bound is not None and cupy.cuda.runtime.getDevice() == bound.kernel.device_id:
-        pa, pb, pc, pbias = signature[1]  # type: ignore[index]
-        po, span_o, span_c = grouped[1], 4 * math.prod(grouped[0][1]), bound.spans[2]  # type: ignore[index]
-        if (not bound.overlaps(pa, pb, pc, pbias, scaled[1])  # type: ignore[index]
-                and not (span_c and pc < po + span_o and po < pc + span_c)):
-            try:
-                bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan), stream_handle(stream, c if on_torch else None),
-                             pbias, scaled[1], poffsets=po)  # type: ignore[index]
-                return c
-            except cupy.cuda.driver.CUDADriverError:
-                pass  # no current context in this thread: the path below makes it current
+    key = None
+    if signature is not None and grouped is not None and scaled is not None:
+        key = (*signature[0], *grouped[0], *scaled[0])
+        if BOUND_LAUNCHES.relaunch(cupy, key, signature[1], alpha, beta, plan, stream, c if on_torch else None,
+                                   scaled[1], grouped[1]):
+            return c
     ragged_k = plan.ragged_k  # type: ignore[attr-defined]
     va, vb, vc, groups = check_grouped_operands(plan, a, b, c, offsets, plan.max_groups, ragged_k)  # type: ignore[attr-defined]
     if ragged_k and groups.rows == 0 and vc.span_bytes:  # no rows: each C is beta * C, by the kernel on one-row stand-ins

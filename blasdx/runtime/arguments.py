@@ -318,25 +318,26 @@ def check_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any) -> tuple[Matrix
             f"batch counts differ: A {va.batch}, B {vb.batch}, C {vc.batch}; give every "
             f"operand the same leading batch dimension"
         )
-    devices = {v.device_id for v in views}
-    if len(devices) != 1:
+    check_devices_and_overlaps(va, vb, vc)
+    return va, vb, vc  # type: ignore[return-value]
+
+
+def check_devices_and_overlaps(va: MatrixView, vb: MatrixView, vc: MatrixView,
+                               *others: tuple[str, int, int]) -> None:
+    """A, B and C on one device, and C apart in memory from A, B and ``others`` (name, pointer, bytes: Grouped()'s
+    offsets), since the kernel writes C while it reads them: every execute() path's words for these faults."""
+    if va.device_id != vb.device_id or va.device_id != vc.device_id:
         raise ArgumentError(
             f"A, B and C are on different devices ({va.device_id}, {vb.device_id}, {vc.device_id}); "
             f"move them to one device"
         )
-    for other in (va, vb):
-        if _overlap(vc, other):
+    c_span = vc.span_bytes
+    for name, ptr, span in (("A", va.ptr, va.span_bytes), ("B", vb.ptr, vb.span_bytes), *others):
+        if c_span and span and vc.ptr < ptr + span and ptr < vc.ptr + c_span:
             raise ArgumentError(
-                f"C overlaps {other.name.upper()} in memory; the output must not alias an input, "
+                f"C overlaps {name} in memory; the output must not alias an input, "
                 f"pass a separate C (c = c.copy())"
             )
-    return va, vb, vc  # type: ignore[return-value]
-
-
-def _overlap(x: MatrixView, y: MatrixView) -> bool:
-    if x.span_bytes == 0 or y.span_bytes == 0:
-        return False
-    return x.ptr < y.ptr + y.span_bytes and y.ptr < x.ptr + x.span_bytes
 
 
 def scalar(value: Any, plan: DescriptorPlan, name: str) -> Any:

@@ -20,6 +20,7 @@ from .arguments import (
     MatrixView,
     _contiguous_strides,
     _from_cupy_or_interface,
+    check_devices_and_overlaps,
     check_layout,
     expected_dtypes,
     matrix_view,
@@ -62,7 +63,7 @@ def check_grouped_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any, offsets
     check_layout(vb, plan.b)
     groups = vb.shape[0]
     view = groups_view(offsets, groups, rows, vc.device_id, max_groups)
-    _check_devices_and_overlaps(va, vb, vc, view)
+    check_devices_and_overlaps(va, vb, vc, ("offsets", view.ptr, view.span_bytes))
     return va, vb, vc, view
 
 
@@ -83,18 +84,8 @@ def _check_ragged_k(plan: DescriptorPlan, va: MatrixView, vb: MatrixView, vc: Ma
     check_layout(vb, replace(plan.b, rows=rows, outer=rows))  # row-major: its rows are
     check_layout(vc, plan.c)
     view = groups_view(offsets, vc.shape[0], rows, vc.device_id, max_groups)
-    _check_devices_and_overlaps(va, vb, vc, view)
+    check_devices_and_overlaps(va, vb, vc, ("offsets", view.ptr, view.span_bytes))
     return va, vb, vc, view
-
-
-def _check_devices_and_overlaps(va: MatrixView, vb: MatrixView, vc: MatrixView, view: GroupsView) -> None:
-    if len({v.device_id for v in (va, vb, vc)}) != 1:
-        raise ArgumentError(f"A, B and C are on different devices ({va.device_id}, {vb.device_id}, {vc.device_id}); "
-                            f"move them to one device")
-    for name, ptr, span in (("A", va.ptr, va.span_bytes), ("B", vb.ptr, vb.span_bytes),
-                            ("offsets", view.ptr, view.span_bytes)):
-        if vc.span_bytes and span and vc.ptr < ptr + span and ptr < vc.ptr + vc.span_bytes:
-            raise ArgumentError(f"C overlaps {name} in memory; the output must not alias an input, pass a separate C")
 
 
 def one_row_stand_ins(plan: DescriptorPlan) -> tuple[Any, Any]:

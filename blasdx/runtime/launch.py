@@ -24,7 +24,7 @@ from ..compiler import CompiledKernel
 from ..plan import DescriptorPlan, GridPlan, KernelPlan
 from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, TMA_PARAMETERS
 from .arguments import BiasView, MatrixView, scalar
-from .device import cupy_module, stream_of
+from .device import cupy_module, stream_handle, stream_of
 from .scales import is_number
 from .tensor_map import TENSOR_MAP_ALIGNMENT, TENSOR_MAP_BYTES, OperandLayout, TensorMap
 
@@ -116,6 +116,7 @@ class BoundLaunch:
     scale_spans: tuple[int, int] = (0, 0)  # bytes the scales cover, for the per-call overlap check
     # Where a grouped kernel's offsets pointer goes (GROUP_PARAMETERS' offsets slot, in bytes); 0: none.
     offsets_offset: int = 0
+    offsets_span: int = 0  # bytes the offsets cover, for the per-call overlap check
 
     def launch(self, pa: int, pb: int, pc: int, scalars: bytes, stream: int, pbias: int = 0,
                pscales: tuple[int, int] = (0, 0), poffsets: int = 0) -> None:
@@ -152,15 +153,17 @@ class BoundLaunch:
         with stream_of(stream):
             return cupy.zeros(self.workspace_bytes, dtype=cupy.uint8)
 
-    def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0, pscales: tuple[int, int] = (0, 0)) -> bool:
-        """Whether C shares memory with A, B, the bias or the scales at these pointers."""
+    def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0, pscales: tuple[int, int] = (0, 0),
+                 poffsets: int = 0) -> bool:
+        """Whether C shares memory with A, B, the bias, the scales or the offsets at these pointers."""
         sa, sb, sc, sbias = self.spans
-        (ps_a, ps_b), (ss_a, ss_b) = pscales, self.scale_spans
+        (ps_a, ps_b), (ss_a, ss_b), so = pscales, self.scale_spans, self.offsets_span
         return bool(sc) and bool((sa and pc < pa + sa and pa < pc + sc) or
                                  (sb and pc < pb + sb and pb < pc + sc) or
                                  (sbias and pc < pbias + sbias and pbias < pc + sc) or
                                  (ss_a and pc < ps_a + ss_a and ps_a < pc + sc) or
-                                 (ss_b and pc < ps_b + ss_b and ps_b < pc + sc))
+                                 (ss_b and pc < ps_b + ss_b and ps_b < pc + sc) or
+                                 (so and pc < poffsets + so and poffsets < pc + sc))
 
     def scalar_bytes(self, alpha: Any, beta: Any, plan: DescriptorPlan) -> bytes:
         """alpha and beta for this launch as the bytes of their two slots; Python numbers
@@ -229,6 +232,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
                        scale_spans=(0, 0) if scales is None else tuple(0 if v is None else v.span_bytes  # type: ignore[arg-type]
                                                                       for v in scales),
                        offsets_offset=_SLOT * next((i for i, p in enumerate(plain) if p.name == "offsets"), 0),
+                       offsets_span=0 if groups is None else groups.span_bytes,
                        spans=(va.span_bytes, vb.span_bytes, vc.span_bytes, 0 if bias is None else bias.span_bytes),
                        arguments=arguments,
                        dimensions=(kernel.function.ptr, grid, 1, 1, *kernel.compiled.block_dim,
@@ -298,6 +302,27 @@ class BoundLaunches:
 
     def get(self, key: tuple) -> BoundLaunch | None:
         return self._launches.get(key)
+
+    def relaunch(self, cupy: Any, key: tuple, pointers: tuple[int, int, int, int], alpha: Any, beta: Any,
+                 plan: DescriptorPlan, stream: Any, tensor: Any, pscales: tuple[int, int] = (0, 0),
+                 poffsets: int = 0) -> bool:
+        """Launch ``key``'s bound launch (a call's launch signature, with its scales' and offsets' where it has them)
+        on this call's pointers (A, B, C, bias), scales, offsets, alpha, beta and stream (``tensor``: C where a PyTorch
+        tensor); False, launching nothing, where none is bound, it is another device's, C overlaps an input or the
+        driver refuses (no current context): the checked path then binds, makes the context current or names the fault.
+        Every later call runs this (benchmarks/RESULTS.md, Host cost of a call): no allocation, no call of its own."""
+        bound = self._launches.get(key)
+        if bound is None or cupy.cuda.runtime.getDevice() != bound.kernel.device_id:
+            return False
+        pa, pb, pc, pbias = pointers
+        if bound.overlaps(pa, pb, pc, pbias, pscales, poffsets):
+            return False
+        try:
+            bound.launch(pa, pb, pc, bound.scalar_bytes(alpha, beta, plan), stream_handle(stream, tensor), pbias,
+                         pscales, poffsets)
+        except cupy.cuda.driver.CUDADriverError:
+            return False
+        return True
 
     def put(self, key: tuple, bound: BoundLaunch) -> None:
         if len(self._launches) < self._limit:

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..arch import PROMOTION_K
 from ..errors import ArgumentError
 from .arguments import MatrixView, _contiguous_strides, _from_cupy_or_interface
+
+if TYPE_CHECKING:
+    from ..plan import DescriptorPlan
 
 # K and N per scale of the blockwise recipe (DeepSeek-V3's: A 1 x 128, B 128 x 128).
 SCALE_BLOCK = PROMOTION_K
@@ -57,6 +60,21 @@ def number_scale(x: Any, name: str) -> float:
     if not math.isfinite(value):
         raise ArgumentError(f"{name}={x!r} is not finite; FP8 scales are finite float32 values")
     return value
+
+
+def fold_number_scales(plan: DescriptorPlan, alpha: Any, scale_a: Any, scale_b: Any) -> tuple[Any, dict[str, Any]]:
+    """A scaled call's alpha times its scales given as numbers, and its scales on the device by name ("scale_a",
+    "scale_b"), for the kernel to read; ArgumentError where A and B are not FP8, the precisions that take scales."""
+    if not (plan.a.precision.startswith("float8") and plan.b.precision.startswith("float8")):
+        raise ArgumentError(f"scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are {plan.a.precision} "
+                            f"and {plan.b.precision}; scale them with alpha (or the a_load/b_load hooks)")
+    on_device: dict[str, Any] = {}
+    for name, x in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if is_number(x):
+            alpha = alpha * number_scale(x, name)
+        elif x is not None:
+            on_device[name] = x
+    return alpha, on_device
 
 
 def scale_view(x: Any, name: str, m: int, n: int, k: int, vc: MatrixView, groups: int = 0) -> ScaleView:

@@ -1,10 +1,12 @@
 """Helpers of the GPU tests: operands in the descriptor's layout with NaN padding, the
-float64 reference, the per-precision error bounds of shared/TESTING.md, and the K loop of the
-device API's tests (test_gpu_accumulator.py, test_gpu_wgmma.py) run over random matrices."""
+float64 reference, the per-precision error bounds of shared/TESTING.md, the K loop of the
+device API's tests (test_gpu_accumulator.py, test_gpu_wgmma.py) run over random matrices, and
+PyTorch for the tests that take tensors (``torch_with_cuda``)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import blasdx.pipeline
 from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size, Type
@@ -21,6 +23,14 @@ INPUT_BOUND = {"float64": 1e-12, "float32": 1e-5, "tfloat32": 5e-3, "float16": 1
                "bfloat16": 1e-2, "float8_e4m3": 1.8e-4, "float8_e5m2": 1.8e-4}
 OUTPUT_BOUND = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2,
                 "float8_e4m3": 7e-2, "float8_e5m2": 7e-2, "tfloat32": 5e-3}
+
+
+def torch_with_cuda():
+    """The torch module where PyTorch is installed and sees a GPU; else the test is skipped."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
 
 
 def bound(desc) -> float:

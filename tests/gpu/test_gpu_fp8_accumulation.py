@@ -21,7 +21,7 @@ from blasdx import (
 from blasdx.plan import grid_with_alignment
 
 from ..device_kernels import KERNELS, OVERLAPPED
-from .gpu_support import _describe, run_k_loop
+from .gpu_support import _describe, run_k_loop, torch_with_cuda
 
 pytestmark = pytest.mark.gpu
 
@@ -29,13 +29,6 @@ RCR = Arrangement("row_major", "col_major", "row_major")
 # Relative error of the float32 partial sums promoted every 128 of k: cuBLAS's default path measured
 # 1.22e-4 on every shape of benchmarks/RESULTS.md (N(0, 0.25) data); 1.5x that.
 ACCURATE = 1.8e-4
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
-    return torch
 
 
 def _fp8(torch, precision):
@@ -78,7 +71,7 @@ GRID_CASES = [
 
 @pytest.mark.parametrize("size, prec", GRID_CASES, ids=["1024sq-k16384", "split-k", "ragged", "e4m3xe5m2", "e5m2xe4m3"])
 def test_grid_fp8_promotes_its_partial_sums_into_float32(size, prec):
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = size
     a, b = _operands(torch, m, n, k, prec[0], prec[1])
     desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Grid()
@@ -98,7 +91,7 @@ def test_grid_fp8_promotes_its_partial_sums_into_float32(size, prec):
 
 def test_grid_fp8_without_tma_promotes_too():
     """Arrays one byte off 16-byte alignment: the cp.async K loop, its partial sums promoted the same way."""
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 256, 512, 16384
     a_store, b_store = _operands(torch, m, n, k + 1)
     a = a_store[:, 1:]  # leading dimension k + 1, one byte in
@@ -114,7 +107,7 @@ def test_grid_fp8_without_tma_promotes_too():
 
 @pytest.mark.parametrize("out", ["float32", "float16", "bfloat16"])
 def test_grid_fp8_outputs_of_every_type_with_bias_and_hook(out):
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 384, 256, 4096
     a, b = _operands(torch, m, n, k)
     desc = Size(m, n, k) + Precision("float8_e4m3", "float8_e4m3", out) + RCR + SM(900) + Grid()
@@ -129,7 +122,7 @@ def test_grid_fp8_outputs_of_every_type_with_bias_and_hook(out):
 
 def test_grid_fp8_load_hooks_take_mma_sync_which_accumulates_in_float32():
     """Load hooks and InstructionFamily('mma'): mma.sync's FP8, whose own sum keeps float32's precision."""
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 256, 256, 16384
     a, b = _operands(torch, m, n, k)
     desc = Size(m, n, k) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Grid()
@@ -145,7 +138,7 @@ def test_grid_fp8_load_hooks_take_mma_sync_which_accumulates_in_float32():
 
 @pytest.mark.parametrize("size", [(64, 64, 1024), (128, 128, 512)])
 def test_block_fp8_batched_promotes_every_128_of_k(size):
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = size
     a, b = _operands(torch, m, n, k, batch=(64,))
     desc = Size(m, n, k) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Block()

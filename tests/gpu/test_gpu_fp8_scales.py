@@ -21,18 +21,13 @@ from blasdx import (
     Tile,
 )
 
+from .gpu_support import torch_with_cuda
+
 pytestmark = pytest.mark.gpu
 
 RCR = Arrangement("row_major", "col_major", "row_major")
 ACCURATE = 1.8e-4  # as test_gpu_fp8_accumulation: float32 partial sums every 128 of k
 BOUND = {"float32": ACCURATE, "float16": 2e-3, "bfloat16": 1e-2}
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
-    return torch
 
 
 def _data(torch, m, n, k, fp8=("float8_e4m3", "float8_e4m3"), seed=0):
@@ -81,7 +76,7 @@ SHAPES = [(1024, 768, 4096), (712, 520, 1000), (256, 256, 8192)]
 @pytest.mark.parametrize("size", SHAPES, ids=["tma", "ragged", "split-k"])
 @pytest.mark.parametrize("layout", ["scaled_mm", "contiguous"])
 def test_blockwise_scales_ride_the_promotion(size, layout):
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = size
     a, b, sa, sb = _data(torch, m, n, k)
     if layout == "scaled_mm":  # A's (m, k/128) strides (1, m); B's (k/128, n/128) strides (1, k/128)
@@ -96,7 +91,7 @@ def test_blockwise_scales_ride_the_promotion(size, layout):
 @pytest.mark.parametrize("fp8", [("float8_e4m3", "float8_e5m2"), ("float8_e5m2", "float8_e4m3")])
 @pytest.mark.parametrize("out", ["float32", "bfloat16", "float16"])
 def test_blockwise_scales_both_formats_every_output_with_bias_and_hook(fp8, out):
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 384, 256, 2048
     a, b, sa, sb = _data(torch, m, n, k, fp8, seed=1)
     dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[out]
@@ -112,7 +107,7 @@ def test_blockwise_scales_both_formats_every_output_with_bias_and_hook(fp8, out)
                                    ("tensor", "block")])
 @pytest.mark.parametrize("fast", [False, True])
 def test_scales_per_tensor_row_and_column_on_every_accumulation(kinds, fast):
-    torch = _torch()
+    torch = torch_with_cuda()
     kind_a, kind_b = kinds
     if fast and "block" in kinds:
         pytest.skip("blockwise scales need the promotion (refused: test_scales_refused_before_launch)")
@@ -132,7 +127,7 @@ def test_scales_per_tensor_row_and_column_on_every_accumulation(kinds, fast):
 
 
 def test_number_scales_fold_into_alpha_on_every_kind():
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 128, 128, 256
     a, b, _, _ = _data(torch, m, n, k, seed=4)
     ref = 0.5 * 4.0 * 2.0 * (a.double() @ b.double())
@@ -146,7 +141,7 @@ def test_number_scales_fold_into_alpha_on_every_kind():
 def test_blockwise_scales_without_tma(stages):
     """Arrays one byte off alignment: the cp.async K loop promotes and scales the same way (two stages:
     multiply_scaled)."""
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 256, 384, 2048
     a_store, b_store, sa, sb = _data(torch, m, n, k + 1, seed=5)
     a, b = a_store[:, 1:], b_store[1:, :]
@@ -159,7 +154,7 @@ def test_blockwise_scales_without_tma(stages):
 
 
 def test_scales_refused_before_launch():
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 256, 256, 512
     a, b, sa, sb = _data(torch, m, n, k, seed=6)
     c = torch.full((m, n), float("nan"), device="cuda")
@@ -232,7 +227,7 @@ def _batch_reference(torch, a, b, sa, sb, kind_a="block", kind_b="block"):
 @pytest.mark.parametrize("layout", ["scaled_mm", "contiguous"])
 def test_block_batched_blockwise_scales(size, more, layout):
     """Block()'s batched kernel: one set of blockwise scales for every item of the batch."""
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = size
     a, b, sa, sb = _batch(torch, 24, m, n, k, seed=11)
     if layout == "scaled_mm":
@@ -245,7 +240,7 @@ def test_block_batched_blockwise_scales(size, more, layout):
 @pytest.mark.parametrize("kinds", [("tensor", "tensor"), ("row", "col"), ("block", "col"), ("tensor", "block")])
 @pytest.mark.parametrize("out", ["float32", "bfloat16", "float16"])
 def test_block_batched_scales_every_recipe_and_output_with_bias_and_hook(kinds, out):
-    torch = _torch()
+    torch = torch_with_cuda()
     kind_a, kind_b = kinds
     m, n, k = 64, 128, 256
     a, b, sa, sb = _batch(torch, 16, m, n, k, seed=12, fp8=("float8_e5m2", "float8_e4m3"))
@@ -266,7 +261,7 @@ def test_block_batched_scales_every_recipe_and_output_with_bias_and_hook(kinds, 
 
 
 def test_block_scales_not_along_k_take_load_hooks_and_fast_accumulation():
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 64, 256, 384
     a, b, _, _ = _batch(torch, 8, m, n, k, seed=14)
     sa = torch.exp2(torch.randint(-4, 5, (m, 1), device="cuda").float())
@@ -280,7 +275,7 @@ def test_block_scales_not_along_k_take_load_hooks_and_fast_accumulation():
 def test_a_bound_scaled_launch_reads_each_calls_scales_and_numbers():
     """The second call of a signature takes the bound launch (blasdx.runtime.launch.scales_signature): new scale
     arrays and new numbers each call, each result right; C overlapping a scale is refused there too."""
-    torch = _torch()
+    torch = torch_with_cuda()
     from blasdx.pipeline import BOUND_LAUNCHES
 
     m, n, k = 256, 384, 1024
@@ -304,7 +299,7 @@ def test_a_bound_scaled_launch_reads_each_calls_scales_and_numbers():
 
 
 def test_the_torch_op_takes_scales_and_compiles_without_a_graph_break():
-    torch = _torch()
+    torch = torch_with_cuda()
     import blasdx.pytorch
 
     m, n, k = 256, 384, 1024
@@ -353,7 +348,7 @@ extern "C" __global__ void scaled_k_loop(const gemm::a_t* a, const gemm::b_t* b,
 def test_device_api_multiplies_with_a_scale_per_k_block(shift, fast):
     """multiply_scaled in a user's K loop of 128-deep blocks: the promoted wgmma scales each promotion; the mma.sync
     fallback and Accumulation('fast') scale a temporary accumulator's products once a call."""
-    torch = _torch()
+    torch = torch_with_cuda()
     import blasdx
 
     m, n, k, blocks = 128, 128, 128, 16

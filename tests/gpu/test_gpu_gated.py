@@ -12,19 +12,14 @@ import pytest
 import blasdx
 from blasdx import SM, ArgumentError, Arrangement, Grid, Grouped, Precision, Size
 
+from .gpu_support import torch_with_cuda
+
 pytestmark = pytest.mark.gpu
 
 RCR = Arrangement("row_major", "col_major", "row_major")
 RRR = Arrangement("row_major", "row_major", "row_major")
 BOUND = {"float32": 1e-4, "float16": 3e-3, "bfloat16": 2e-2}
 GATES = {"swiglu": blasdx.swiglu(layout="interleaved"), "geglu": blasdx.geglu(layout="interleaved")}
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
-    return torch
 
 
 def _dtype(torch, name):
@@ -54,7 +49,7 @@ def _error(torch, c, ref):
     (("float16", "float16", "float16"), Arrangement("row_major", "col_major", "col_major"), 900, (260, 300, 128)),
 ], ids=["bf16-tma-edges", "f16-f32-rrr", "tf32", "fp8", "mma-sync", "split-k", "c-column-major"])
 def test_grid_gates_the_product(gate, prec, arrangement, sm, size):
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = size
     gen = torch.Generator(device="cuda").manual_seed(3)
     a = (torch.randn(m, k, device="cuda", generator=gen) * 0.5).to(_dtype(torch, prec[0]))
@@ -74,7 +69,7 @@ def test_grid_gates_the_product(gate, prec, arrangement, sm, size):
 
 
 def test_grid_gates_with_no_bias_and_beta_zero_never_reading_c():
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 384, 768, 256
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(n, k, device="cuda").to(torch.bfloat16).t()
@@ -87,7 +82,7 @@ def test_grid_gates_with_no_bias_and_beta_zero_never_reading_c():
 @pytest.mark.parametrize("gate", ["swiglu", "geglu"])
 @pytest.mark.parametrize("bias_per_group", [True, False])
 def test_grouped_gates_each_groups_product(gate, bias_per_group):
-    torch = _torch()
+    torch = torch_with_cuda()
     counts = [300, 0, 1, 77, 0, 129, 512, 3]
     n, k = 640, 384
     rows, groups = sum(counts) + 40, len(counts)  # 40 rows past the last offset stay as they were
@@ -109,7 +104,7 @@ def test_grouped_gates_each_groups_product(gate, bias_per_group):
 
 
 def test_the_bias_is_checked_against_the_products_columns_before_any_launch():
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, k = 256, 512, 128
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(n, k, device="cuda").to(torch.bfloat16).t()
@@ -126,7 +121,7 @@ def test_the_bias_is_checked_against_the_products_columns_before_any_launch():
 def test_the_torch_op_gates_and_differentiates(gate):
     """grouped_gemm with a gated epilogue: (rows, n / 2) out, and d a, d b, d bias against float64 autograd of the
     same values (the backward computes z again, one Grouped() GEMM)."""
-    torch = _torch()
+    torch = torch_with_cuda()
     import blasdx.pytorch
 
     counts = [70, 0, 1, 130, 55]

@@ -10,20 +10,13 @@ import pytest
 
 from blasdx import SM, ArgumentError, Arrangement, Grid, Grouped, Precision, Size
 
-from .gpu_support import assert_stops_with_a_trap
+from .gpu_support import assert_stops_with_a_trap, torch_with_cuda
 
 pytestmark = pytest.mark.gpu
 
 RCR = Arrangement("row_major", "col_major", "row_major")
 RRR = Arrangement("row_major", "row_major", "row_major")
 BOUND = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1e-2}
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
-    return torch
 
 
 def _dtype(torch, name):
@@ -76,7 +69,7 @@ SKEWED = [300, 0, 1, 77, 0, 129, 512, 3]  # empty, one-row and ragged groups
 @pytest.mark.parametrize("prec", [("bfloat16", "bfloat16", "bfloat16"), ("float16", "float16", "float32"),
                                   ("bfloat16", "bfloat16", "float32"), ("float16", "float16", "float16")])
 def test_skewed_groups_every_output(prec):
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 384, 320
     a, b, offsets = _operands(torch, SKEWED + [40], n, k, prec)  # C has 40 rows past the last offset
     offsets = offsets[:-1].contiguous()
@@ -91,7 +84,7 @@ def test_skewed_groups_every_output(prec):
 def test_fp8_tf32_and_int8_groups(prec):
     """The other wgmma precisions (FP8 with its partial sums promoted), against float64 of the same values (tf32:
     the inputs rounded by the tensor cores, within tf32's bound; int8: exactly)."""
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 256, 384
     counts = [130, 0, 1, 257, 64]
     gen = torch.Generator(device="cuda").manual_seed(9)
@@ -122,7 +115,7 @@ def test_fp8_tf32_and_int8_groups(prec):
 
 @pytest.mark.parametrize("bias_per_group", [True, False])
 def test_alpha_beta_bias_and_hooks(bias_per_group):
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 256, 512
     a, b, offsets = _operands(torch, SKEWED, n, k, ("float16", "float16", "float32"), seed=1)
     groups = len(SKEWED)
@@ -137,7 +130,7 @@ def test_alpha_beta_bias_and_hooks(bias_per_group):
 
 @pytest.mark.parametrize("groups, rows", [(1, 1000), (1024, 3000), (7, 1000)], ids=["one", "1024", "seven"])
 def test_one_to_1024_groups(groups, rows):
-    torch = _torch()
+    torch = torch_with_cuda()
     gen = torch.Generator(device="cpu").manual_seed(groups)
     cuts = torch.sort(torch.randint(0, rows + 1, (groups - 1,), generator=gen)).values.tolist()
     counts = [end - begin for begin, end in zip([0] + cuts, cuts + [rows])]
@@ -149,7 +142,7 @@ def test_one_to_1024_groups(groups, rows):
 
 
 def test_row_major_b_and_all_rows_in_one_group_of_many():
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 200, 264  # n not a multiple of the tile's
     counts = [0, 0, 777, 0]
     a, b, offsets = _operands(torch, counts, n, k, ("float16", "float16", "float32"), b_row_major=True, seed=3)
@@ -159,7 +152,7 @@ def test_row_major_b_and_all_rows_in_one_group_of_many():
 
 
 def test_matches_torch_grouped_mm():
-    torch = _torch()
+    torch = torch_with_cuda()
     if not hasattr(torch, "_grouped_mm"):
         pytest.skip("torch without _grouped_mm")
     n, k = 512, 1024
@@ -172,7 +165,7 @@ def test_matches_torch_grouped_mm():
 
 def test_the_activations_gradient_is_a_grouped_product_of_b_transposed():
     """dA_g = dC_g B_g^T: Grouped() on B's transpose (the same memory, row-major per group)."""
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 384, 256  # the forward's: A (rows, k), B (E, k, n)
     a, b, offsets = _operands(torch, SKEWED, n, k, seed=7)
     dc = torch.randn(a.shape[0], n, device="cuda", dtype=torch.bfloat16)
@@ -195,7 +188,7 @@ def _ragged_k_reference(torch, a, b, offsets, c0, alpha=1.0, beta=0.0):
 def test_the_weights_gradient_groups_k(prec):
     """dB_g = X_g^T dC_g (Grouped('k')): A = X.T (m, rows) column-major, B = dC (rows, n) row-major, C (E, m, n);
     groups of any rows (the last K tile's rows past the group zeroed), an empty group's C scaled by beta."""
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n = 320, 384
     counts = [300, 0, 1, 77, 0, 129, 64, 3]
     rows, groups = sum(counts), len(counts)
@@ -224,7 +217,7 @@ def test_the_torch_op_and_its_gradients(b_row_major):
     group, relu), the rows past the last offset zero in out and in a's gradient; the same under
     torch.compile(fullgraph=True). (torch.autograd.gradcheck needs float64, which Grouped()'s wgmma kernels do not
     take: the float64 loop is the reference.)"""
-    torch = _torch()
+    torch = torch_with_cuda()
     import blasdx.pytorch
 
     n, k, counts = 256, 192, [100, 0, 1, 150, 29]
@@ -274,7 +267,7 @@ def test_the_torch_op_and_its_gradients(b_row_major):
 
 def test_grouped_k_of_no_rows_writes_beta_c():
     """A call whose groups hold no rows (an expert-parallel rank that got no tokens): every group's C is beta * C."""
-    torch = _torch()
+    torch = torch_with_cuda()
     m, n, groups = 128, 256, 4
     desc = Size(m, n, 64) + Precision("bfloat16", "bfloat16", "float32") + Arrangement("col_major", "row_major",
                                                                                         "row_major") + SM(900) + Grouped("k")
@@ -291,7 +284,7 @@ def test_grouped_k_of_no_rows_writes_beta_c():
 
 
 def test_the_torch_op_refuses_a_gradient_it_cannot_compute_before_any_work():
-    torch = _torch()
+    torch = torch_with_cuda()
     import blasdx.pytorch
 
     a = torch.randn(64, 128, device="cuda").requires_grad_()
@@ -309,7 +302,7 @@ def test_the_torch_op_refuses_a_gradient_it_cannot_compute_before_any_work():
 def test_a_cuda_graph_replays_on_other_offsets():
     """One kernel for every routing: the offsets' values are read on the device, so a captured launch serves
     new ones."""
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 256, 256
     a, b, offsets = _operands(torch, [100, 200, 300, 400], n, k, seed=5)
     c = torch.full((1000, n), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -330,7 +323,7 @@ def test_a_cuda_graph_replays_on_other_offsets():
 def test_a_bound_launch_takes_each_calls_offsets_and_pointers():
     """The second call of a signature takes the bound launch: new offsets (values and arrays), new A, B and C, each
     result right; C overlapping the offsets is refused there too."""
-    torch = _torch()
+    torch = torch_with_cuda()
     from blasdx.pipeline import BOUND_LAUNCHES
 
     n, k = 256, 192
@@ -350,7 +343,7 @@ def test_a_bound_launch_takes_each_calls_offsets_and_pointers():
 
 
 def test_bad_arguments_are_refused_before_launch():
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 128, 128
     a, b, offsets = _operands(torch, [10, 20, 30], n, k, seed=6)
     c = torch.full((60, n), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -400,7 +393,7 @@ def launch():
 @pytest.mark.parametrize("script", [DECREASING, RAGGED_K], ids=["rows", "k"])
 @pytest.mark.parametrize("first, second", [(60, 40), (60, 101)], ids=["decreasing", "past-the-rows"])
 def test_bad_offsets_values_stop_the_kernel(script, first, second):
-    _torch()
+    torch_with_cuda()
     assert_stops_with_a_trap(script.format(first=first, second=second))
 
 
@@ -415,7 +408,7 @@ def _blockwise(torch, x, scale, along_rows):
 def test_fp8_groups_take_scales_on_the_device(recipe):
     """FP8 groups scaled as DeepSeek-V3 trains them (A per row and 128 of k, B per 128 x 128 block of each group's
     matrix) and the other recipes, B's scales a set a group; against float64 of the scaled values."""
-    torch = _torch()
+    torch = torch_with_cuda()
     counts = [130, 0, 1, 257, 64, 300]
     n, k = 384, 640  # 5 K blocks, 3 column blocks
     rows, groups = sum(counts) + 17, len(counts)  # 17 rows past the last offset
@@ -450,7 +443,7 @@ def test_fp8_groups_take_scales_on_the_device(recipe):
 
 
 def test_grouped_scales_in_a_shape_without_the_groups_are_refused_before_launch():
-    torch = _torch()
+    torch = torch_with_cuda()
     n, k = 256, 256
     a = torch.randn(64, k, device="cuda").to(torch.float8_e4m3fn)
     b = torch.randn(2, n, k, device="cuda").to(torch.float8_e4m3fn).transpose(1, 2)

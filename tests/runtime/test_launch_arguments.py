@@ -16,7 +16,7 @@ import pytest
 
 import blasdx
 import blasdx.runtime.launch as launch
-from blasdx import SM, ArgumentError, Arrangement, Block, Grid, MaxAlignment, Precision, Size, Type
+from blasdx import SM, ArgumentError, Arrangement, Block, Grid, Grouped, MaxAlignment, Precision, Size, Type
 from blasdx.codegen.hooks import NO_FUSION
 from blasdx.compiler import CompiledKernel
 from blasdx.plan import batched_plan
@@ -454,3 +454,36 @@ def test_execute_without_a_driver_raises_device_error():
                      _PointerOnly((64, 64), "float32", 3 << 20))
     with pytest.raises(blasdx.DeviceError, match=r"compile\(\) without arch needs one"):
         desc.compile()
+
+
+# --- C apart from its inputs, on their device: one message per fault on every execute() path --------
+
+GROUPED = Size(128, 256, 128) + Precision("float16", "float16", "float32") + RCR + SM(900) + Grouped()
+
+
+def _block_operands(a_ptr, b_ptr, c_ptr):
+    return [_Interface(np.zeros(s, np.float32), p) for s, p in (((M, K), a_ptr), ((K, N), b_ptr), ((M, N), c_ptr))]
+
+
+def _grouped_operands(a_ptr, b_ptr, c_ptr):
+    return [_Interface(np.zeros((1000, 128), np.float16), a_ptr),
+            _Interface(np.zeros((8, 256, 128), np.float16).swapaxes(1, 2), b_ptr),  # column-major a group
+            _Interface(np.zeros((1000, 256), np.float32), c_ptr)]
+
+
+@pytest.mark.parametrize("pointers, message", [
+    ((0x100000, 0x600000, 0x100000),
+     r"^C overlaps A in memory; the output must not alias an input, pass a separate C \(c = c\.copy\(\)\)$"),
+    ((0x100000, 0x600000, 0x600000), r"^C overlaps B in memory; the output must not alias an input"),
+    ((0xD100000, 0x600000, 0xA00000), r"^A, B and C are on different devices \(1, 0, 0\); move them to one device$"),
+], ids=["c-on-a", "c-on-b", "a-on-device-1"])
+@pytest.mark.parametrize("path", ["execute", "grouped"])
+def test_c_on_an_input_or_another_device_is_named_alike_on_every_path(no_gpu, path, pointers, message):
+    from blasdx.runtime.groups import check_grouped_operands
+
+    with pytest.raises(ArgumentError, match=message):
+        if path == "execute":
+            no_gpu.check_operands(_gemm().plan, *_block_operands(*pointers))
+        else:
+            offsets = _Interface(np.zeros(8, np.int32), 0xB00000)
+            check_grouped_operands(GROUPED.plan, *_grouped_operands(*pointers), offsets, GROUPED.plan.max_groups)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from blasdx import (
@@ -29,7 +30,7 @@ from blasdx.kinds import launched_plan
 from blasdx.pipeline import kernel_source
 from blasdx.plan import grid_with_alignment
 from blasdx.plan.kernel import SCALE_PARAMETERS
-from blasdx.runtime.scales import scale_kind
+from blasdx.runtime.scales import fold_number_scales, scale_kind
 
 RCR = Arrangement("row_major", "col_major", "row_major")
 FP8 = Precision("float8_e4m3", "float8_e4m3", "float32")
@@ -182,3 +183,26 @@ def test_an_sm_900_grid_with_blockwise_scales_compiles_for_a_later_gpu(alignment
     name = kernel_name(launched_plan(plan), fusion)
     _, log = nvrtc_compile(kernel_source(plan, fusion), options_for(1000, ("-Xptxas", "-v")), name)
     assert f"Compiling entry function '{name}'" in log
+
+
+def test_numbers_fold_into_alpha_and_arrays_stay_for_the_kernel():
+    plan = (Size(64, 128, 256) + FP8 + RCR + SM(900) + Block()).plan
+    assert fold_number_scales(plan, 1.5, 2.0, None) == (3.0, {})
+    on_the_device = object()  # anything but a number: scale_view checks it later
+    assert fold_number_scales(plan, 2, on_the_device, np.float32(0.25)) == (0.5, {"scale_a": on_the_device})
+    with pytest.raises(ArgumentError, match=r"^scale_b=nan is not finite; FP8 scales are finite float32 values$"):
+        fold_number_scales(plan, 1.0, None, float("nan"))
+
+
+F16 = Precision("float16", "float16", "float32")
+
+
+@pytest.mark.parametrize("desc", [Size(64, 128, 256) + F16 + RCR + SM(900) + Block(),
+                                  Size(1024, 1024, 256) + F16 + RCR + SM(900) + Grid(),
+                                  Size(128, 256, 128) + F16 + RCR + SM(900) + Grouped()],
+                         ids=["block", "grid", "grouped"])
+def test_scales_of_16_bit_operands_are_refused_alike_before_the_operands_are_read(desc):
+    with pytest.raises(ArgumentError, match=r"^scale_a= and scale_b= scale FP8 operands, but this GEMM's A and B are "
+                                            r"float16 and float16; scale them with alpha \(or the a_load/b_load "
+                                            r"hooks\)$"):
+        desc.execute(None, None, None, scale_a=2.0)
