@@ -9,6 +9,8 @@ import pytest
 
 from blasdx import SM, Arrangement, BatchInvariant, Grid, Grouped, Precision, Size
 
+from .gpu_support import torch_with_cuda
+
 pytestmark = pytest.mark.gpu
 
 RCR = Arrangement("row_major", "col_major", "row_major")
@@ -18,10 +20,7 @@ BOUND = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
 
 @pytest.fixture(scope="module")
 def torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch without CUDA")
-    return torch
+    return torch_with_cuda()
 
 
 def _dtype(torch, name):
