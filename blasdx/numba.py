@@ -218,8 +218,8 @@ _FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("col", "col", ("int",), "int"),
     ("in_bounds", "in_bounds", ("int",), "bool"),
 )
-# A Grid() descriptor's tile loop (templates/numba_grid.cuh.j2), A, B and C the whole matrices; and
-# block_tile_origin, a pair made of two of them (_origin).
+# A Grid() descriptor's tile loop (templates/numba_grid.cuh.j2), A, B and C the whole matrices; beside them
+# block_tile_origin(t), the pair (row0, col0) of two C functions (_namespace's origin).
 _GRID_FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("mainloop", "mainloop", ("a", "b", "int", "int", "smem", "acc"), "void"),
     ("mainloop_range", "mainloop_range", ("a", "b", "int", "int", "int", "int", "smem", "acc"), "void"),
@@ -228,6 +228,7 @@ _GRID_FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("cols_inside", "cols_inside", ("int",), "int"),
 )
 _BIAS = ("bias", "int", "int")  # after the arguments of every store: bias, its row and column strides
+
 
 def _fixed_arity(typer: Any, name: str, arity: int) -> Any:
     """``typer`` (typingctx, *args) as Numba reads an intrinsic of ``arity`` arguments: by its signature (a *args

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from blasdx import SM, Arrangement, Block, Grid, Precision, Size, Type, compile_kernel
+from blasdx import SM, Arrangement, Block, Grid, LeadingDimension, Precision, Size, Type, compile_kernel
 from blasdx.describe.precision import PRECISIONS
 from blasdx.packing import pack
 from blasdx.runtime.arguments import scalar as kernel_scalar
@@ -274,6 +274,8 @@ GRID_CASES = [  # (id, descriptor): problems whose tiles do not divide m, n or k
     ("f64-crr", grid(("float64",) * 3, "crr", (70, 150, 90))),
     ("int8-rcr", grid(("int8", "int8", "int32"), "rcr", (100, 70, 90))),
     ("complex64-rcc", grid(("float32",) * 3, "rcc", (40, 72, 40), 800, "complex")),
+    ("f16-f32-padded-lds", grid(("float16", "float16", "float32"), "rcr", (100, 120, 140))
+     + LeadingDimension(150, 144, 136)),  # padding poisoned, never read, never written
 ]
 
 
@@ -351,6 +353,7 @@ def test_a_grid_kernel_matches_numpy_and_the_cpp_twin_bitwise(desc):
     limit = bound(desc)
     err = relative_error(got, ref) if limit > 0 else float(np.max(np.abs(got - ref)))
     assert err <= limit, f"{desc!r}: error {err:.3g} > {limit:.3g}"
+    assert c.padding_untouched(before), "C's leading-dimension padding was written"
     numba_out = c.host()
     c.upload(before)
     twin = compile_kernel(desc.device_source("g") + GRID_TWIN, "twin")
