@@ -1,4 +1,5 @@
-"""The block GEMM's device API in Numba kernels (numba-cuda): ``device_api(GEMM)`` (import it explicitly).
+"""The device API of Block() and Grid() descriptors in Numba kernels (numba-cuda): ``device_api(GEMM)`` (import
+it explicitly).
 
     import blasdx.numba
     g = blasdx.numba.device_api(GEMM)             # any Block() descriptor; arch=, hooks and bias= as execute()'s
@@ -15,6 +16,21 @@
         g.store(acc, c, ldc, alpha, beta)
     kernel[blocks, g.block_dim, 0, g.shared_memory_size_ab](a, b, c, ...)
 
+A Grid() descriptor (Size the whole problem) gives its tile's block GEMM as above (g.m, g.n, g.k the tile's), with
+its tile loop on the whole matrices (the C++ names of its device_source(); the K loop copies by cp.async):
+
+    g = blasdx.numba.device_api(GRID, arch=900, epilogue="relu")
+    @cuda.jit
+    def kernel(a, b, c, alpha, beta):             # the whole A, B and C, in the descriptor's layouts
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)  # g.stages stages of g.stage_size bytes
+        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
+            row0, col0 = g.block_tile_origin(t)   # where tile t starts in C
+            acc = g.make_accumulator()
+            g.mainloop(a, b, row0, col0, smem, acc)   # or mainloop_range(..., kt_begin, kt_end, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta)  # inside the problem (rows_inside, cols_inside)
+    kernel.compile(signature); blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
+    kernel[sms, g.block_dim, 0, g.shared_memory_size](a, b, c, 1.0, 0.0)
+
 blasdx compiles the device API, wrapped in ``extern "C"`` functions (templates/numba.cu.j2), to LTO-IR with its
 NVRTC and disk cache (blasdx.pipeline.numba_unit); each function of ``g`` is a Numba intrinsic that calls one of
 them and adds the LTO-IR to the kernel's link, where nvJitLink inlines it (LTO is required: without it every call
@@ -28,6 +44,7 @@ arrays (``cuda.as_cuda_array(x)``, once) where short kernels are launched often.
 
 from __future__ import annotations
 
+import inspect
 import re
 import types as pytypes
 from importlib import metadata as importlib_metadata
@@ -39,6 +56,7 @@ from .compiler import nvrtc_version
 from .describe.descriptor import Descriptor
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError, DeviceError, UnsupportedError
+from .plan import GridPlan
 
 __all__ = ["device_api", "allow_shared_memory", "ARRAY_DTYPES", "MIN_NUMBA_CUDA"]
 
@@ -138,18 +156,24 @@ def _numba_dtype(precision: str, is_complex: bool) -> Any:
 def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = None, epilogue: Any = None,
                a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
                bias: bool | str = False, link: str = "ltoir") -> pytypes.ModuleType:
-    """The device API of Block() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and facts
-    (module docstring). ``arch`` (as 900): the SM Numba links for, by default the current GPU's; the hooks
-    as execute() takes them; ``bias=True`` adds store's bias(row, col) arguments, ``bias="row"`` one row of
-    n values read by column alone (row stride ignored). ``link="source"``: Numba compiles blasdx's source itself
+    """The device API of Block() or Grid() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and
+    facts (module docstring). ``arch`` (as 900): the SM Numba links for, by default the current GPU's; the hooks
+    as execute() takes them; ``bias=True`` adds the stores' arguments (bias, row stride, column stride), the tile's
+    bias for store, the whole problem's for store_block_tile (as its C); ``bias="row"`` one row of n values read by
+    column alone (row stride ignored). ``link="source"``: Numba compiles blasdx's source itself
     for each kernel (no disk cache; where nvJitLink is older than blasdx's NVRTC)."""
     _numba()  # (again: a patched environment in tests)
     if not isinstance(gemm, Descriptor):
         raise ArgumentError(f"device_api() takes a blasdx descriptor, got {type(gemm).__name__}")
     plan = gemm.plan
-    if plan.execution != "block":
-        raise UnsupportedError(f"blasdx.numba offers the Block() device API; this descriptor is "
-                               f"{plan.execution.capitalize()}(): use descriptor.replace(Block())")
+    if plan.execution == "grouped":
+        raise UnsupportedError("blasdx.numba does not offer Grouped()'s device API yet (its groups' schedule); run "
+                               "it with execute(), or loop over the groups in your kernel with the Block() device "
+                               "API of its tile, device_api(descriptor.tile_descriptor), whose load_a_partial and "
+                               "store_partial take a group's rows")
+    if plan.execution not in ("block", "grid"):
+        raise UnsupportedError(f"blasdx.numba offers the device APIs of Block() and Grid() descriptors; this "
+                               f"descriptor is {plan.execution.capitalize()}(): use descriptor.replace(Block())")
     if bias not in (False, True, "row"):
         raise ArgumentError(f"bias must be False, True or 'row', got {bias!r}")
     if link not in ("ltoir", "source"):
@@ -162,13 +186,13 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
     if bias == "row":
         fusion = fusion.reading_bias_by_column()
     if link == "source":
-        namespace, source = pipeline.numba_unit_source(plan, fusion or NO_FUSION)  # type: ignore[arg-type]
+        namespace, source = pipeline.numba_unit_source(plan, fusion or NO_FUSION)
         code = _LINKED.setdefault((namespace, 0), CUSource(source, name=f"{namespace}.cu"))
         return _namespace(gemm, plan, namespace, code, "the arch Numba links for", fusion.bias)
     _check_nvjitlink()
     if arch is None:
         arch = _default_arch()
-    unit = pipeline.numba_unit(plan, fusion or NO_FUSION, arch)  # type: ignore[arg-type]  # Block(): a GemmPlan
+    unit = pipeline.numba_unit(plan, fusion or NO_FUSION, arch)
     code = _LINKED.setdefault((unit.namespace, unit.arch), LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir"))
     return _namespace(gemm, plan, unit.namespace, code, f"SM {unit.arch}", fusion.bias)
 
@@ -194,20 +218,26 @@ _FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("col", "col", ("int",), "int"),
     ("in_bounds", "in_bounds", ("int",), "bool"),
 )
-_BIAS = ("bias", "int", "int")
+# A Grid() descriptor's tile loop (templates/numba_grid.cuh.j2), A, B and C the whole matrices; beside them
+# block_tile_origin(t), the pair (row0, col0) of two C functions (_namespace's origin).
+_GRID_FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("mainloop", "mainloop", ("a", "b", "int", "int", "smem", "acc"), "void"),
+    ("mainloop_range", "mainloop_range", ("a", "b", "int", "int", "int", "int", "smem", "acc"), "void"),
+    ("store_block_tile", "store_block_tile", ("acc", "c", "int", "int", "scalar", "scalar"), "void"),
+    ("rows_inside", "rows_inside", ("int",), "int"),
+    ("cols_inside", "cols_inside", ("int",), "int"),
+)
+_BIAS = ("bias", "int", "int")  # after the arguments of every store: bias, its row and column strides
 
-# Typers of a fixed arity around one that takes *args: Numba reads an intrinsic's arguments from its typer's
-# parameters (a *args typer would take them as one tuple).
-_ARITY: dict[int, Any] = {
-    0: lambda f: lambda c: f(c),
-    1: lambda f: lambda c, x0: f(c, x0),
-    2: lambda f: lambda c, x0, x1: f(c, x0, x1),
-    3: lambda f: lambda c, x0, x1, x2: f(c, x0, x1, x2),
-    5: lambda f: lambda c, x0, x1, x2, x3, x4: f(c, x0, x1, x2, x3, x4),
-    7: lambda f: lambda c, x0, x1, x2, x3, x4, x5, x6: f(c, x0, x1, x2, x3, x4, x5, x6),
-    8: lambda f: lambda c, x0, x1, x2, x3, x4, x5, x6, x7: f(c, x0, x1, x2, x3, x4, x5, x6, x7),
-    10: lambda f: lambda c, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9: f(c, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9),
-}
+
+def _fixed_arity(typer: Any, name: str, arity: int) -> Any:
+    """``typer`` (typingctx, *args) as Numba reads an intrinsic of ``arity`` arguments: by its signature (a *args
+    typer would take them as one tuple). It still takes any count, so that ``typed`` says what a wrong one needs."""
+    parameter = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    typer.__signature__ = inspect.Signature([inspect.Parameter(p, parameter) for p in
+                                             ("typingctx", *(f"x{i}" for i in range(arity)))])
+    typer.__name__ = name
+    return typer
 
 
 # One linked object a unit (and arch; 0: source): Numba links a kernel's files once each (a set of objects), so two
@@ -216,15 +246,18 @@ _LINKED: dict[tuple[str, int], Any] = {}
 
 
 def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str, bias: bool) -> pytypes.ModuleType:
-    """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry calling ``<prefix>_<function>`` of
-    ``code`` (LTOIR or CUSource, for ``target``), make_accumulator, the facts."""
-    value = plan.mma_acc_type or plan.acc_type
+    """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry (and _GRID_FUNCTIONS entry, for a
+    Grid() descriptor's plan) calling ``<prefix>_<function>`` of ``code`` (LTOIR or CUSource, for ``target``),
+    make_accumulator (and block_tile_origin), the facts."""
+    grid = isinstance(plan, GridPlan)
+    tile = plan.tile if grid else plan  # the block GEMM: a Grid() descriptor's tile
+    value = tile.mma_acc_type or tile.acc_type
     acc_dtype = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[value])
     scalar_base = plan.scalar_type.removeprefix("blasdx::complex<").removesuffix(">")
     scalar = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[scalar_base])
     operands = {"a": (plan.a.precision, "A"), "b": (plan.b.precision, "B"), "c": (plan.c.precision, "C"),
                 "bias": (plan.c.precision, "C")}
-    accumulator_size = plan.accumulator_size
+    accumulator_size = tile.accumulator_size
     align = acc_dtype.bitwidth // 8  # alignof(acc_value_t): blasdx::complex<T> is alignas(2 * sizeof(T))
 
     def typed(function: str, kinds: tuple[str, ...], args: tuple) -> list:
@@ -289,9 +322,7 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
 
         def typer(typingctx: Any, *args: Any) -> Any:
             return returns(*typed(name, kinds, args)), codegen
-        fixed = _ARITY[len(kinds)](typer)
-        fixed.__name__ = name
-        return intrinsic(fixed)
+        return intrinsic(_fixed_arity(typer, name, len(kinds)))
 
     def make(typingctx: Any) -> Any:
         array = types.Array(acc_dtype, 1, "C")
@@ -313,8 +344,21 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
         return array(), codegen
     make.__name__ = "make_accumulator"
 
+    def origin(typingctx: Any, t: Any) -> Any:
+        if not isinstance(t, types.Integer):
+            raise TypingError(f"blasdx: block_tile_origin() takes a tile's index (an integer), got {t}")
+        pair = types.UniTuple(types.int32, 2)
+        row0, col0 = (lowering(f"{prefix}_block_tile_{x}", "int") for x in ("row0", "col0"))
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            one = types.int32(types.int32)
+            return context.make_tuple(builder, pair, [row0(context, builder, one, args),
+                                                      col0(context, builder, one, args)])
+        return pair(types.int32), codegen
+    origin.__name__ = "block_tile_origin"
+
     g = pytypes.ModuleType(f"blasdx.numba.{prefix}", f"The device API of {gemm!r} for Numba kernels, for {target}.")
-    for name, suffix, kinds, result in _FUNCTIONS:
+    for name, suffix, kinds, result in _FUNCTIONS + (_GRID_FUNCTIONS if grid else ()):
         if bias and name.startswith("store"):
             kinds = (*kinds, *_BIAS)
         if name.endswith("_partial") and name.startswith("load") and plan.a.pack > 1:
@@ -322,11 +366,19 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
         setattr(g, name, external(name, suffix, kinds, result))
     setattr(g, "make_accumulator", intrinsic(make))  # noqa: B010 - a module's attributes, set as any other
     dim = gemm.block_dim
-    facts = {"m": plan.m, "n": plan.n, "k": plan.k, "k_elements": plan.k // plan.a.pack, "block_dim": (dim.x, dim.y, dim.z), "threads": plan.threads,
-             "accumulator_size": accumulator_size, "shared_memory_size": gemm.shared_memory_size,
-             "shared_memory_size_ab": gemm.shared_memory_size_ab, "a_offset": plan.a.smem_offset,
-             "b_offset": plan.b.smem_offset, "c_offset": plan.c.smem_offset, "namespace": prefix,
+    facts = {"m": tile.m, "n": tile.n, "k": tile.k, "k_elements": tile.k // tile.a.pack,
+             "block_dim": (dim.x, dim.y, dim.z), "threads": tile.threads, "accumulator_size": accumulator_size,
+             "shared_memory_size": gemm.shared_memory_size, "shared_memory_size_ab": gemm.shared_memory_size_ab,
+             "a_offset": tile.a.smem_offset, "b_offset": tile.b.smem_offset, "namespace": prefix,
              "accumulator_dtype": acc_dtype}
+    if grid:  # the names of the C++ device API (templates/grid.cuh.j2); a stage's A and B at a_offset, b_offset
+        setattr(g, "block_tile_origin", intrinsic(origin))  # noqa: B010
+        facts.update(problem_m=plan.m, problem_n=plan.n, problem_k=plan.k, problem_lda=plan.a.ld,
+                     problem_ldb=plan.b.ld, problem_ldc=plan.c.ld, stages=plan.stages,
+                     stage_size=tile.shared_memory_size, block_tiles_m=plan.tiles_m, block_tiles_n=plan.tiles_n,
+                     block_tiles=plan.tiles, k_tiles=plan.k_tiles)
+    else:
+        facts["c_offset"] = tile.c.smem_offset  # a Grid() tile's C stays in registers: its stages hold A and B
     for name, fact in facts.items():
         setattr(g, name, fact)
     setattr(g, "allow_shared_memory", allow_shared_memory)  # noqa: B010

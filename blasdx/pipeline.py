@@ -40,7 +40,7 @@ from .compiler import (
 from .describe.descriptor import Descriptor
 from .errors import ArgumentError, CompileError, DeviceError, UnsupportedError
 from .kinds import aligned_plan, every_kind, launched_plan, of_descriptor, render_device_source, render_launched
-from .plan import NO_OVERRIDES, DescriptorPlan, GemmPlan, PlanOverrides
+from .plan import NO_OVERRIDES, DescriptorPlan, PlanOverrides
 from .plan import explain as explaining
 from .runtime.arguments import (
     BiasView,
@@ -192,7 +192,7 @@ def _first_error(log: str) -> str:
 
 @dataclass(frozen=True)
 class NumbaUnit:
-    """A block GEMM's device API as C-ABI functions ``<namespace>_<function>`` in LTO-IR for ``arch``
+    """A block GEMM's (or Grid() descriptor's) device API as C-ABI functions ``<namespace>_<function>`` in LTO-IR for ``arch``
     (templates/numba.cu.j2), which blasdx.numba links into Numba kernels."""
 
     ltoir: bytes
@@ -200,12 +200,12 @@ class NumbaUnit:
     arch: int
 
 
-_numba_units: dict[tuple[GemmPlan, Fusion, int], NumbaUnit] = {}
+_numba_units: dict[tuple[render.NumbaPlan, Fusion, int], NumbaUnit] = {}
 
 
-def numba_unit(plan: GemmPlan, fusion: Fusion, arch: int) -> NumbaUnit:
-    """The LTO-IR of ``plan``'s device API with ``fusion``'s hooks for ``arch`` (as 900): memoized, and
-    from the disk cache by its identity (a hit renders nothing)."""
+def numba_unit(plan: render.NumbaPlan, fusion: Fusion, arch: int) -> NumbaUnit:
+    """The LTO-IR of ``plan``'s device API (a Block() or Grid() descriptor's) with ``fusion``'s hooks for ``arch``
+    (as 900): memoized, and from the disk cache by its identity (a hit renders nothing)."""
     key = (plan, fusion, arch)
     unit = _numba_units.get(key)
     if unit is not None:
@@ -223,7 +223,7 @@ def numba_unit(plan: GemmPlan, fusion: Fusion, arch: int) -> NumbaUnit:
     return unit
 
 
-def numba_unit_source(plan: GemmPlan, fusion: Fusion) -> tuple[str, str]:
+def numba_unit_source(plan: render.NumbaPlan, fusion: Fusion) -> tuple[str, str]:
     """(namespace, source) of numba_unit's unit, for Numba to compile itself (blasdx.numba's link="source")."""
     ns = c_abi_namespace(render.numba_unit_identity(plan, fusion))
     return ns, render.render_numba_unit(plan, ns, fusion)

@@ -306,26 +306,36 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
 # Bytes of the accumulator's and the scalars' C types (render_numba_unit's static_asserts).
 _CPP_BYTES = {"float": 4, "double": 8, "int": 4}
 
+# The plans whose device API blasdx.numba offers: a Block() descriptor's, and a Grid() descriptor's (its tile's
+# block GEMM, with the K loop and tile helpers of templates/grid.cuh.j2).
+NumbaPlan = GemmPlan | GridPlan
 
-def numba_unit_identity(plan: GemmPlan, fusion: Fusion = NO_FUSION) -> str:
+
+def numba_unit_identity(plan: NumbaPlan, fusion: Fusion = NO_FUSION) -> str:
     """A text that determines render_numba_unit(plan, ns, fusion)'s source (ns is made from it) without
     rendering it, as kernel_identity does for execute()'s kernels."""
     return f"{_generator_digest(templates_dir())} numba {plan!r} {fusion!r}"
 
 
-def render_numba_unit(plan: GemmPlan, ns: str, fusion: Fusion = NO_FUSION) -> str:
-    """The block GEMM of ``plan`` with its device API as extern "C" functions named ``<ns>_<function>``
-    (templates/numba.cu.j2), with ``fusion``'s hooks, for a Numba kernel's link (blasdx.numba)."""
+def render_numba_unit(plan: NumbaPlan, ns: str, fusion: Fusion = NO_FUSION) -> str:
+    """The block GEMM of ``plan`` (a Grid() plan's tile, with grid.cuh.j2's pieces) with its device API as
+    extern "C" functions named ``<ns>_<function>`` (templates/numba.cu.j2), with ``fusion``'s hooks, for a
+    Numba kernel's link (blasdx.numba)."""
     check_namespace(ns)
-    value = plan.mma_acc_type or plan.acc_type
-    scalar = plan.scalar_type.removeprefix("blasdx::complex<").removesuffix(">")
-    wide = 2 if plan.is_complex else 1
+    if isinstance(plan, GridPlan):
+        tile: GemmPlan = plan.tile
+        device = render_grid_block(plan, ns)
+    else:
+        tile, device = plan, render_block(plan, ns)
+    value = tile.mma_acc_type or tile.acc_type
+    scalar = tile.scalar_type.removeprefix("blasdx::complex<").removesuffix(">")
+    wide = 2 if tile.is_complex else 1
     return template("numba.cu.j2").render(
-        common=render_common(), device=render_block(plan, ns), ns=ns, acc_size=plan.accumulator_size,
+        common=render_common(), device=device, ns=ns, tile_loop=tile is not plan, acc_size=tile.accumulator_size,
         acc_bytes=_CPP_BYTES[value] * wide, scalar_bytes=_CPP_BYTES[scalar] * wide, scalar_part=scalar,
-        complex_scalar=plan.is_complex, a_layout=plan.a.layout, b_layout=plan.b.layout, a_pack=plan.a.pack,
-        b_pack=plan.b.pack,
-        partial_loads=plan.a.pack == 1 and plan.b.pack == 1, a_precision=plan.a.precision,
+        complex_scalar=tile.is_complex, a_layout=tile.a.layout, b_layout=tile.b.layout, a_pack=tile.a.pack,
+        b_pack=tile.b.pack,
+        partial_loads=tile.a.pack == 1 and tile.b.pack == 1, a_precision=tile.a.precision,
         **fusion_context(ns, fusion))
 
 

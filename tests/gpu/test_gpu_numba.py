@@ -1,6 +1,7 @@
 """blasdx.numba on a GPU: Numba kernels around the device API against NumPy float64, per precision family (a K
 loop over a problem larger than the tile, edge tiles, alpha and beta, bias and a hook), and bitwise equal to the
-same kernel written in C++ and compiled by compile_kernel (the same instructions)."""
+same kernel written in C++ and compiled by compile_kernel (the same instructions); the same for persistent kernels
+over a Grid() descriptor's tiles (block_tile_origin, mainloop, store_block_tile) in several arrangements."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from blasdx import SM, Arrangement, Block, Precision, Size, Type, compile_kernel
+from blasdx import SM, Arrangement, Block, Grid, LeadingDimension, Precision, Size, Type, compile_kernel
 from blasdx.describe.precision import PRECISIONS
 from blasdx.packing import pack
+from blasdx.runtime.arguments import scalar as kernel_scalar
 
-from .gpu_support import bound, relative_error, storage_dtype
+from .gpu_support import Operand, bound, relative_error, storage_dtype
 
 pytestmark = pytest.mark.gpu
 
@@ -250,3 +252,183 @@ def test_allow_shared_memory_lets_a_launch_take_over_48_kib():
     kernel[(2, 2), g.block_dim, 0, g.shared_memory_size](device(a, "float16", False), device(bt, "float16", False),
                                                          out, M, N, K, 1.0, 0.0)
     assert relative_error(out.get().reshape(M, N).astype(np.float64), a @ bt.T) <= bound(desc)
+
+
+# --- Grid(): persistent kernels over the tiles of a whole problem ----------------------------------------------
+
+LAYOUT = {"r": "row_major", "c": "col_major"}
+
+
+def grid(prec, arr, size, sm=900, kind="real"):
+    return Size(*size) + Precision(*prec) + Type(kind) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(sm) + Grid()
+
+
+GRID_CASES = [  # (id, descriptor): problems whose tiles do not divide m, n or k (edge tiles on every side)
+    ("f16-f32-wgmma-rcr", grid(("float16", "float16", "float32"), "rcr", (300, 200, 250))),
+    ("f16-rrr", grid(("float16",) * 3, "rrr", (257, 130, 190))),  # 16-bit C: the quads epilogue
+    ("bf16-f32-crc", grid(("bfloat16", "bfloat16", "float32"), "crc", (200, 300, 170))),
+    ("bf16-ccr", grid(("bfloat16",) * 3, "ccr", (130, 200, 100))),
+    ("fp8-e4m3-rcr", grid(("float8_e4m3", "float8_e4m3", "float32"), "rcr", (200, 136, 300))),
+    ("tf32-rrr", grid(("tfloat32", "tfloat32", "float32"), "rrr", (130, 70, 100), 800)),
+    ("f32-fma-ccc", grid(("float32",) * 3, "ccc", (130, 70, 100), 800)),
+    ("f64-crr", grid(("float64",) * 3, "crr", (70, 150, 90))),
+    ("int8-rcr", grid(("int8", "int8", "int32"), "rcr", (100, 70, 90))),
+    ("complex64-rcc", grid(("float32",) * 3, "rcc", (40, 72, 40), 800, "complex")),
+    ("f16-f32-padded-lds", grid(("float16", "float16", "float32"), "rcr", (100, 120, 140))
+     + LeadingDimension(150, 144, 136)),  # padding poisoned, never read, never written
+]
+
+
+def numba_dtype(precision, is_complex):
+    """The name of the Numba dtype of a precision's arrays (blasdx.numba.ARRAY_DTYPES; int32 C's is its own)."""
+    key = f"complex {precision}" if is_complex else precision
+    return blasdx.numba.ARRAY_DTYPES.get(key, precision).split()[0]
+
+
+def flat(operand):
+    """The whole buffer of a gpu_support Operand (padding included) as the 1-D array the device API takes."""
+    return operand.buffer.ravel().view(numba_dtype(operand.precision, operand.is_complex))
+
+
+def grid_kernel(g, desc, body, extra=()):
+    """``body`` (a Python kernel over g) compiled for the arrays of ``desc``, then ``extra`` argument types, then
+    alpha and beta as Python numbers; allowed g.shared_memory_size of dynamic shared memory."""
+    from numba.core import types
+
+    arrays = [getattr(types, numba_dtype(getattr(desc.precision, x), desc.is_complex))[::1] for x in "abc"]
+    if desc.is_complex:
+        scalar = types.complex128
+    else:
+        scalar = types.float64 if PRECISIONS[desc.precision.c].is_float else types.int64
+    kernel = cuda.jit(body)
+    kernel.compile((*arrays, *extra, scalar, scalar))
+    blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
+    return kernel
+
+
+def persistent(g):
+    def kernel(a, b, c, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
+            row0, col0 = g.block_tile_origin(t)
+            acc = g.make_accumulator()
+            g.mainloop(a, b, row0, col0, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta)
+    return kernel
+
+
+GRID_TWIN = r"""
+extern "C" __global__ void twin(const g::a_t* a, const g::b_t* b, g::c_t* c, g::scalar_t alpha, g::scalar_t beta) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  for (int t = blockIdx.x; t < g::block_tiles; t += gridDim.x) {
+    int row0, col0;
+    g::block_tile_origin(t, row0, col0);
+    g::accumulator acc = g::make_accumulator();
+    g::mainloop(a, b, row0, col0, smem, acc);
+    g::store_block_tile(acc, c, row0, col0, alpha, beta);
+  }
+}
+"""
+
+BLOCKS = 5  # fewer than the tiles: each block walks several
+
+
+def operands(desc, seed):
+    rng = np.random.default_rng(seed)
+    return tuple(Operand(desc, x, None, None, rng) for x in "abc")
+
+
+@pytest.mark.parametrize("desc", [c[1] for c in GRID_CASES], ids=[c[0] for c in GRID_CASES])
+def test_a_grid_kernel_matches_numpy_and_the_cpp_twin_bitwise(desc):
+    cx, is_float = desc.is_complex, PRECISIONS[desc.precision.c].is_float
+    alpha, beta = ((1.5 - 0.5j), (0.5 + 0.25j)) if cx else ((1.5, 0.5) if is_float else (2, 1))
+    a, b, c = operands(desc, 21)
+    before = c.host()
+    g = blasdx.numba.device_api(desc)
+    blocks = min(BLOCKS, g.block_tiles)
+    grid_kernel(g, desc, persistent(g))[blocks, g.block_dim, 0, g.shared_memory_size](
+        flat(a), flat(b), flat(c), alpha, beta)
+    ref = alpha * (a.values[0] @ b.values[0]) + beta * c.values[0]
+    got = c.result()[0]
+    limit = bound(desc)
+    err = relative_error(got, ref) if limit > 0 else float(np.max(np.abs(got - ref)))
+    assert err <= limit, f"{desc!r}: error {err:.3g} > {limit:.3g}"
+    assert c.padding_untouched(before), "C's leading-dimension padding was written"
+    numba_out = c.host()
+    c.upload(before)
+    twin = compile_kernel(desc.device_source("g") + GRID_TWIN, "twin")
+    twin((blocks,), g.block_dim, (flat(a), flat(b), flat(c), kernel_scalar(alpha, desc.plan, "alpha"),
+                                  kernel_scalar(beta, desc.plan, "beta")), shared_mem=g.shared_memory_size)
+    assert np.array_equal(numba_out.view(np.uint8), c.host().view(np.uint8)), "Numba and C++ kernels differ"
+
+
+def test_beta_zero_never_reads_c_and_every_element_is_written():
+    desc = GRID_CASES[2][1]
+    a, b, c = operands(desc, 22)
+    c.poison_all()  # NaN: read anywhere, it would show
+    g = blasdx.numba.device_api(desc)
+    grid_kernel(g, desc, persistent(g))[BLOCKS, g.block_dim, 0, g.shared_memory_size](
+        flat(a), flat(b), flat(c), 1.0, 0.0)
+    assert relative_error(c.result()[0], a.values[0] @ b.values[0]) <= bound(desc)
+
+
+@pytest.mark.parametrize("bias", [True, "row"])
+def test_hooks_and_a_bias_in_store_block_tile(bias):
+    from numba.core import types
+
+    desc = GRID_CASES[0][1]  # row-major C
+    m, n, _ = desc.size
+    a, b, c = operands(desc, 23)
+    rng = np.random.default_rng(24)
+    values = rng.standard_normal((m, n) if bias is True else n).astype(np.float32)
+    g = blasdx.numba.device_api(desc, a_load="negate", epilogue="relu", bias=bias)
+    row_stride = n if bias is True else 0
+
+    def body(a, b, c, bias, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
+            row0, col0 = g.block_tile_origin(t)
+            acc = g.make_accumulator()
+            g.mainloop(a, b, row0, col0, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta, bias, row_stride, 1)
+
+    kernel = grid_kernel(g, desc, body, (types.float32[::1],))
+    kernel[BLOCKS, g.block_dim, 0, g.shared_memory_size](flat(a), flat(b), flat(c), cp.asarray(values.ravel()),
+                                                          1.5, 0.5)
+    ref = np.maximum(1.5 * (-a.values[0] @ b.values[0]) + 0.5 * c.values[0] + values, 0)
+    assert relative_error(c.result()[0], ref) <= bound(desc)
+
+
+def test_mainloop_range_in_parts_is_mainloop_and_a_python_epilogue_sees_each_value_once():
+    from numba.core import types
+
+    desc = GRID_CASES[0][1]
+    m, n, _ = desc.size
+    a, b, _ = operands(desc, 25)
+    g = blasdx.numba.device_api(desc)
+
+    def body(a, b, d, visits, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
+            row0, col0 = g.block_tile_origin(t)
+            rows = g.rows_inside(row0)
+            cols = g.cols_inside(col0)
+            acc = g.make_accumulator()
+            half = g.k_tiles // 2
+            g.mainloop_range(a, b, row0, col0, 0, half, smem, acc)
+            g.mainloop_range(a, b, row0, col0, half, g.k_tiles, smem, acc)
+            for i in range(g.accumulator_size):
+                r = g.row(i)
+                col = g.col(i)
+                if g.in_bounds(i) and r < rows and col < cols:
+                    d[(row0 + r) * g.problem_n + col0 + col] = alpha * acc[i] + beta
+                    cuda.atomic.add(visits, (row0 + r) * g.problem_n + col0 + col, 1)
+
+    kernel = grid_kernel(g, desc, body, (types.int32[::1],))
+    d, visits = cp.full(m * n, np.nan, np.float32), cp.zeros(m * n, np.int32)
+    kernel[BLOCKS, g.block_dim, 0, g.shared_memory_size](flat(a), flat(b), d, visits, 1.0, 0.0)
+    assert bool((visits == 1).all()), "each value of C once"
+    assert relative_error(d.get().reshape(m, n).astype(np.float64), a.values[0] @ b.values[0]) <= bound(desc)
+    c = cp.full(m * n, np.nan, np.float32)  # the same products from mainloop, written by store_block_tile
+    grid_kernel(g, desc, persistent(g))[BLOCKS, g.block_dim, 0, g.shared_memory_size](flat(a), flat(b), c, 1.0, 0.0)
+    assert cp.array_equal(c, d), "mainloop_range over two parts differs from mainloop"

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from blasdx import SM, Arrangement, Block, Grid, Precision, Size, Type
+from blasdx import SM, Arrangement, Block, Precision, Size, Type, Warp
 
 from .numba_support import cuda, k_loop, k_loop_signature, link, types
 
@@ -221,8 +221,9 @@ ERRORS = [  # (id, what the user did, error class, message)
     ("arch-older-than-sm", lambda mp: blasdx.numba.device_api(F16, arch=800), UnsupportedError,
      r"arch 800 is older than the descriptor's SM\(900\)"),
     ("arch-not-an-sm", lambda mp: blasdx.numba.device_api(F16, arch=90), UnsupportedError, r"did you mean arch=900"),
-    ("grid-descriptor", lambda mp: blasdx.numba.device_api(F16.replace(Grid()), arch=900), UnsupportedError,
-     r"Block\(\) device API.*Grid\(\)"),
+    ("warp-descriptor", lambda mp: blasdx.numba.device_api(F16.replace(Warp()), arch=900), UnsupportedError,
+     r"device APIs of Block\(\) and Grid\(\) descriptors; this descriptor is Warp\(\): use "
+     r"descriptor\.replace\(Block\(\)\)"),
     ("bias-value", lambda mp: blasdx.numba.device_api(F16, arch=900, bias="col"), ArgumentError,
      r"bias must be False, True or 'row'"),
     ("gated-epilogue", lambda mp: blasdx.numba.device_api(F16, arch=900, epilogue="swiglu_interleaved"),
