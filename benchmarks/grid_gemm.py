@@ -135,6 +135,74 @@ def chosen_case(text: str, precision: str, epilogue: str | None, beta: float, of
             "blasdx_TFLOPs": flops / blasdx_ms / 1e9, "torch_TFLOPs": flops / torch_ms / 1e9, "ratio": torch_ms / blasdx_ms}
 
 
+def batched_case(batch, m, n, k, prec, repeats):
+    """A batch of ``batch`` GEMMs (3-D arrays) against torch.matmul on the same batch."""
+    import torch
+
+    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+    a = torch.randn(batch, m, k, device="cuda").to(dtypes[prec[0]])
+    b = torch.randn(batch, n, k, device="cuda").to(dtypes[prec[1]]).transpose(1, 2)
+    c = torch.empty(batch, m, n, device="cuda", dtype=dtypes[prec[2]])
+    desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Grid()
+    desc.execute(a, b, c)
+    check(c, torch.matmul(a.double(), b.double()), repr(desc), 1e-2)
+    blasdx_ms = timed(lambda: desc.execute(a, b, c), repeats)
+    out = torch.empty(batch, m, n, device="cuda", dtype=dtypes[prec[0]])
+    torch_ms = timed(lambda: torch.matmul(a, b, out=out), repeats)
+    flops = 2 * batch * m * n * k
+    return {"case": f"{batch} x {m}x{n}x{k} {'->'.join(dict.fromkeys(prec))}", "tile": "x".join(map(str, desc.tile)),
+            "stages": desc.stages, "blasdx_TFLOPs": flops / blasdx_ms / 1e9, "torch_TFLOPs": flops / torch_ms / 1e9,
+            "ratio": torch_ms / blasdx_ms}
+
+
+def special_case(m, n, k, prec, repeats):
+    """tfloat32 (torch with TF32 on) and int8 (torch._int_mm) against their cuBLAS counterparts."""
+    import torch
+
+    desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Grid()
+    if prec[0] == "int8":
+        a = torch.randint(-8, 8, (m, k), device="cuda", dtype=torch.int8)
+        b = torch.randint(-8, 8, (n, k), device="cuda", dtype=torch.int8).t()
+        c = torch.empty(m, n, device="cuda", dtype=torch.int32)
+        desc.execute(a, b, c)
+        assert torch.equal(c, torch._int_mm(a, b)), repr(desc)
+        reference = lambda: torch._int_mm(a, b)  # noqa: E731
+    else:
+        a, b, c = operands(m, n, k, torch.float32, torch.float32)
+        desc.execute(a, b, c)
+        check(c, a.double() @ b.double(), repr(desc), 5e-3)
+        out = torch.empty(m, n, device="cuda", dtype=torch.float32)
+
+        def reference():
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.matmul(a, b, out=out)
+            torch.backends.cuda.matmul.allow_tf32 = False
+    blasdx_ms = timed(lambda: desc.execute(a, b, c), repeats)
+    torch_ms = timed(reference, repeats)
+    flops = 2 * m * n * k
+    return {"case": f"{m}x{n}x{k} {'->'.join(dict.fromkeys(prec))}", "tile": "x".join(map(str, desc.tile)),
+            "stages": desc.stages, "blasdx_TFLOPs": flops / blasdx_ms / 1e9, "torch_TFLOPs": flops / torch_ms / 1e9,
+            "ratio": torch_ms / blasdx_ms}
+
+
+# --classes: issue 49's classes of plain GEMMs (RCR), each a few shapes the main cases do not use.
+BF16F32, BF16, F16 = ("bfloat16", "bfloat16", "float32"), ("bfloat16",) * 3, ("float16",) * 3
+CLASSES = {
+    "LLM projections": [(8192, 14336, 4096, BF16F32), (6144, 5120, 2048, BF16), (4096, 28672, 4096, BF16),
+                        (16384, 4096, 14336, BF16), (2048, 12288, 4096, F16), (8192, 8192, 1024, BF16)],
+    "square mid-size": [(1536, 1536, 1536, F16), (2048, 2048, 2048, BF16), (1792, 1792, 1792, F16),
+                        (3072, 3072, 3072, BF16)],
+    "shallow K": [(8192, 8192, 256, F16), (16384, 4096, 256, BF16), (4096, 4096, 512, BF16F32)],
+    "skinny": [(128, 8192, 8192, BF16), (256, 8192, 4096, F16), (8192, 128, 8192, BF16), (1024, 1024, 16384, BF16)],
+    "small": [(512, 512, 512, F16), (768, 1024, 512, BF16), (1024, 1024, 1024, BF16)],
+    "float32, float64": [(3000, 3000, 3000, ("float32",) * 3), (2048, 2048, 2048, ("float32",) * 3),
+                         (3000, 3000, 3000, ("float64",) * 3), (2048, 2048, 2048, ("float64",) * 3)],
+}
+CLASS_BATCHES = [(16, 1024, 1024, 1024, BF16), (64, 512, 512, 256, F16), (8, 2048, 2048, 512, BF16F32)]
+CLASS_SPECIAL = [(4096, 4096, 4096, ("tfloat32", "tfloat32", "float32")), (8192, 8192, 8192, ("int8", "int8", "int32")),
+                 (4096, 4096, 4096, ("int8", "int8", "int32"))]
+
+
 # Tiles small enough for two blocks of the TMA kernel on an SM (GridPlan.blocks_per_sm).
 TWO_BLOCKS_A_SM = [(Tile(64, 128, 64), BlockDim(128), Stages(3)), (Tile(128, 64, 64), BlockDim(128), Stages(4))]
 
@@ -146,6 +214,9 @@ def main() -> None:
     parser.add_argument("--sweep-only", action="store_true", help="the Stages and Tile sweep (4096^3, 8192^3, 4000x3000x1000) only")
     parser.add_argument("--sweep-fma", action="store_true",
                         help="a Tile and BlockDim sweep of float32 (FMA) and float64 (DMMA) 4096^3 only")
+    parser.add_argument("--classes", action="store_true",
+                        help="issue 49's sweep: shapes of every class (projections, square, shallow K, skinny, small, "
+                             "batched, float32, float64, tfloat32, int8, fused) only")
     parser.add_argument("--cases", help="only these cases, MxNxKxABC (ABC: r row-major, c column-major)")
     parser.add_argument("--precision", default="float16", help="of --cases (default float16)")
     parser.add_argument("--epilogue", help="of --cases: a bias and this epilogue (gelu, relu, ...)")
@@ -174,7 +245,17 @@ def main() -> None:
                   (3001, 2999, 997, bf16f32), (16384, 256, 4096, f16),
                   # odd leading dimensions (rows off 4-byte boundaries: shifted 16-byte copies)
                   (4096, 4096, 4095, f16f32), (1000, 1000, 4095, f16f32), (8191, 8191, 8191, f16f32)]
-    main_cases = not (args.cases or args.sweep_only or args.sweep_fma)
+    main_cases = not (args.cases or args.sweep_only or args.sweep_fma or args.classes)
+    if args.classes:  # one failing case (a reference torch lacks) is said and the sweep goes on
+        runs = [(gemm_case, (m, n, k, prec, r)) for shapes in CLASSES.values() for m, n, k, prec in shapes]
+        runs += [(batched_case, (*case, r)) for case in CLASS_BATCHES]
+        runs += [(special_case, (*case, r)) for case in CLASS_SPECIAL]
+        runs += [(fused_case, (m, n, k, r)) for m, n, k in [(4096, 4096, 4096), (8192, 4096, 1024)]]
+        for fn, case in runs:
+            try:
+                add(fn(*case))
+            except Exception as exc:  # noqa: BLE001 - reported, not hidden
+                print(f"FAILED {fn.__name__}{case[:-1]}: {type(exc).__name__}: {exc}", flush=True)
     for text in args.cases.split() if args.cases else []:
         add(chosen_case(text, args.precision, args.epilogue, args.beta, args.offset, r))
     if args.sweep_fma:
