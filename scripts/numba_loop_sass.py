@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--only", default="")
     parser.add_argument("--nvdisasm", default=shutil.which("nvdisasm") or "nvdisasm")
     parser.add_argument("--reps-int64", action="store_true")
+    parser.add_argument("--threads", type=int, default=0, help="BlockDim of every case (0: blasdx's suggestion)")
     parser.add_argument("--keep", default="", help="a directory for the cubins and disassemblies")
     args = parser.parse_args()
     import cuda.core as core
@@ -69,7 +70,7 @@ def main() -> None:
     from numba.core import types
 
     import blasdx.numba
-    from blasdx import SM, Arrangement, Block, Precision, Size
+    from blasdx import SM, Arrangement, Block, BlockDim, Precision, Size
     from blasdx.compiler.nvrtc import options_for
 
     element = {"float16": types.float16, "float32": types.float32, "float64": types.float64,
@@ -81,6 +82,8 @@ def main() -> None:
         if args.only and not re.search(args.only, name):
             continue
         desc = Size(*size) + Precision(pa, pa, pc) + Arrangement(*bench.ARRANGEMENT) + SM(900) + Block()
+        if args.threads:
+            desc = desc + BlockDim(args.threads)
         g = blasdx.numba.device_api(desc, arch=900)
         signature = (element[pa][::1], element[pa][::1], element[pc][::1],
                      types.int64 if args.reps_int64 else types.int32)

@@ -322,6 +322,11 @@ def check_operands(plan: DescriptorPlan, a: Any, b: Any, c: Any) -> tuple[Matrix
     return va, vb, vc  # type: ignore[return-value]
 
 
+def separate_copy(name: str) -> str:
+    """The fix for an array that overlaps C in memory: a copy of its own, in the words of either library."""
+    return f"pass a separate {name} ({name}.copy() with CuPy, {name}.clone() with PyTorch)"
+
+
 def check_devices_and_overlaps(va: MatrixView, vb: MatrixView, vc: MatrixView,
                                *others: tuple[str, int, int]) -> None:
     """A, B and C on one device, and C apart in memory from A, B and ``others`` (name, pointer, bytes: Grouped()'s
@@ -335,8 +340,7 @@ def check_devices_and_overlaps(va: MatrixView, vb: MatrixView, vc: MatrixView,
     for name, ptr, span in (("A", va.ptr, va.span_bytes), ("B", vb.ptr, vb.span_bytes), *others):
         if c_span and span and vc.ptr < ptr + span and ptr < vc.ptr + c_span:
             raise ArgumentError(
-                f"C overlaps {name} in memory; the output must not alias an input, "
-                f"pass a separate C (c = c.copy())"
+                f"C overlaps {name} in memory; the output must not alias an input: {separate_copy('C')}"
             )
 
 
@@ -444,6 +448,5 @@ def bias_view(bias: Any, vc: MatrixView, cols: int | None = None) -> BiasView:
     span = 0 if empty or 0 in c_shape else \
         (sum((d - 1) * abs(s) for d, s in zip(c_shape, strides)) + 1) * vc.element_size
     if vc.span_bytes and ptr < vc.ptr + vc.span_bytes and vc.ptr < ptr + span:
-        raise ArgumentError("bias overlaps C in memory; C is written while the bias is read, "
-                            "pass a separate bias (bias.copy())")
+        raise ArgumentError(f"bias overlaps C in memory; C is written while the bias is read: {separate_copy('bias')}")
     return BiasView(ptr, (strides[0], strides[1], strides[2]), span, owner)

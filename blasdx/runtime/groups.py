@@ -24,6 +24,7 @@ from .arguments import (
     check_layout,
     expected_dtypes,
     matrix_view,
+    separate_copy,
 )
 from .device import cupy_module
 
@@ -149,5 +150,5 @@ def group_bias_view(bias: Any, vc: MatrixView, groups: int, cols: int | None = N
                             f"({groups}, {n}), or one for all, shape ({n},)")
     span = dtype.itemsize * (1 + sum((d - 1) * s for d, s in zip(shape, strides)))
     if vc.span_bytes and vc.ptr < ptr + span and ptr < vc.ptr + vc.span_bytes:
-        raise ArgumentError("bias overlaps C in memory; pass a separate bias (bias.clone())")
+        raise ArgumentError(f"bias overlaps C in memory; C is written while the bias is read: {separate_copy('bias')}")
     return BiasView(ptr, view, span, owner)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..arch import PROMOTION_K
 from ..errors import ArgumentError
-from .arguments import MatrixView, _contiguous_strides, _from_cupy_or_interface
+from .arguments import MatrixView, _contiguous_strides, _from_cupy_or_interface, separate_copy
 
 if TYPE_CHECKING:
     from ..plan import DescriptorPlan
@@ -109,8 +109,8 @@ def scale_view(x: Any, name: str, m: int, n: int, k: int, vc: MatrixView, groups
     if ptr % 4:
         raise ArgumentError(f"{name}'s data pointer {ptr:#x} is not aligned to its 4-byte element; pass a copy")
     if vc.span_bytes and ptr < vc.ptr + vc.span_bytes and vc.ptr < ptr + span:
-        raise ArgumentError(f"{name} overlaps C in memory; C is written while the scales are read, pass a "
-                            f"separate {name} ({name}.clone())")
+        raise ArgumentError(f"{name} overlaps C in memory; C is written while the scales are read: "
+                            f"{separate_copy(name)}")
     return ScaleView(kind, ptr, view_strides, span, owner, batch_stride)
 
 

@@ -111,7 +111,7 @@ def test_a_later_call_relaunches_with_its_own_pointers_and_numbers(gpu):
 
 
 @pytest.mark.parametrize("case, message", [
-    ("c-on-a", r"^C overlaps A in memory; the output must not alias an input, pass a separate C \(c = c.copy\(\)\)$"),
+    ("c-on-a", r"^C overlaps A in memory; the output must not alias an input: pass a separate C \(C\.copy\(\) with CuPy, C\.clone\(\) with PyTorch\)$"),
     ("c-on-b", r"^C overlaps B in memory"),
     ("bias-on-c", r"^bias overlaps C in memory"),
 ])

@@ -473,7 +473,7 @@ def _grouped_operands(a_ptr, b_ptr, c_ptr):
 
 @pytest.mark.parametrize("pointers, message", [
     ((0x100000, 0x600000, 0x100000),
-     r"^C overlaps A in memory; the output must not alias an input, pass a separate C \(c = c\.copy\(\)\)$"),
+     r"^C overlaps A in memory; the output must not alias an input: pass a separate C \(C\.copy\(\) with CuPy, C\.clone\(\) with PyTorch\)$"),
     ((0x100000, 0x600000, 0x600000), r"^C overlaps B in memory; the output must not alias an input"),
     ((0xD100000, 0x600000, 0xA00000), r"^A, B and C are on different devices \(1, 0, 0\); move them to one device$"),
 ], ids=["c-on-a", "c-on-b", "a-on-device-1"])
