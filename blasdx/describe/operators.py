@@ -546,9 +546,10 @@ class Tile(Operator):
 
 class BatchInvariant(Operator):
     """BatchInvariant(): with Grid() or Grouped(), every row of C is bitwise the same whatever the number of rows
-    in the call (Size's m, or a group's rows), as inference servers need for reproducible sampling: one tile shape
-    and K order for every m, no split-K, no kernel switch with the shape or the batch (the batched block kernel
-    never replaces the grid's), and float32 never silently tfloat32. ``explain()`` says what it fixes."""
+    in the call (Size's m, or a group's rows), as inference servers need for reproducible sampling: the same
+    instructions in the same K order for every m (the tile's n and k, its instruction and wgmma's width; only the
+    tile's height, how many rows a block holds, follows m, unless Tile fixes it too), no split-K, no batched block
+    kernel in the grid's place, and float32 never silently tfloat32. ``explain()`` says what it fixes."""
 
     kind: ClassVar[str] = "BatchInvariant"
 
