@@ -258,6 +258,9 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0", "0" if plan.grouped else "item"),
                "b_tma": _tma_context(plan.tma_operand("b"), "col0", "0" if ragged_k else "item"),
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
+    if plan.tma_store:
+        tma.update(c_box_swizzle=plan.c_box_swizzle, c_staging_offset=plan.c_staging_offset,
+                   c_staging_buffers=plan.c_staging_buffers)
     tma["cluster"] = plan.cluster
     return template("grid.cu.j2").render(
         common=render_common(), device=render_grid_block(plan, ns, own_kernel=True), ns=ns, block_threads=plan.threads,
@@ -265,8 +268,8 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         overlapped=_overlapped(plan), tma=plan.tma, promotes=plan.tile.promote_k > 0, promotes_in_pairs=plan.tile.promotes_in_pairs, stages_c=plan.stages_c(fusion.has_epilogue),
         c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, grouped=plan.grouped,
-        ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, **tma,
-        **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped))
+        ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, tma_store=plan.tma_store, **tma,
+        **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped, tma_store=plan.tma_store))
 
 
 def _tma_context(operand: TmaOperand, origin: str, item: str) -> dict:
@@ -278,14 +281,15 @@ def _tma_context(operand: TmaOperand, origin: str, item: str) -> dict:
             "inner_origin": inner, "outer_origin": outer, "item": item}
 
 
-def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False, grouped: bool = False) -> dict:
+def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False, grouped: bool = False,
+                   tma_store: bool = False) -> dict:
     """What hooks.cuh.j2 and a kernel's parameter list print of ``fusion``."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
     parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
-                  for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled, grouped)]
+                  for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled, grouped, tma_store)]
     return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
             "scale_block": PROMOTION_K, "grid": grid, "gate": fusion.gate, "gate_expression": GATES.get(fusion.gate, "")}

@@ -359,11 +359,11 @@ class Descriptor:
     @cached_property
     def shared_memory_size(self) -> int:
         """Bytes of shared memory the block GEMM needs for A, B and C (see
-        ``shared_memory_parts_of``); for Grid(), what each block of its kernel takes (its
-        stages of A and B tiles)."""
+        ``shared_memory_parts_of``); for Grid(), what each block of a kernel built on its device API
+        takes (its stages of A and B tiles; execute()'s kernel may stage C for TMA stores too)."""
         self._require(Size, "shared_memory_size")
         if self.is_grid:
-            return self.plan.kernel_shared_memory_size
+            return self.plan.stages_shared_memory_size  # type: ignore[union-attr]
         self._check_rules()
         return sum(shared_memory_parts_of(self._ops).values())
 

@@ -42,6 +42,10 @@ class GroupedPlan(GridPlan):
         return False  # a cluster's pair of tiles would straddle groups
 
     @property
+    def tma_store_fits(self) -> bool:
+        return False  # a group's last tile ends where a box of C may not: the register epilogue writes its rows
+
+    @property
     def static_shared_memory_size(self) -> int:
         """The mbarriers and the groups' schedule (templates/grouped.cuh.j2's group_schedule)."""
         return super().static_shared_memory_size + 4 * (2 * MAX_GROUPS + 1 + 32)

@@ -10,7 +10,7 @@ from ..arch import WGMMA_SM
 from ..describe.operators import execution_operators
 from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
-from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, GridPlan, grid_with_alignment, item_block_choice
+from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, TMA_STORE_ROWS, GridPlan, grid_with_alignment, item_block_choice
 from .kernel import kernel_plan
 
 if TYPE_CHECKING:
@@ -221,14 +221,15 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
         f"(Tile({t.m}, {t.n}, {t.k}), {given['Tile']}); the edge tiles read zeros past m, n and k and write only "
         f"inside C",
         f"K loop: {_count(p.k_tiles, 'step')} of {t.k} per tile, {p.stages} stages ({given['Stages']}): {overlap}; "
-        f"{p.stages} x {t.shared_memory_size} = {p.kernel_shared_memory_size} bytes of shared memory a block",
+        f"{p.stages} x {t.shared_memory_size} = {p.stages_shared_memory_size} bytes of shared memory a block"
+        + (f" ({launched.kernel_shared_memory_size} with C's staging for TMA stores)" if launched.tma_store else ""),
         f"blocks: {t.threads} threads each ({given['BlockDim']}); a persistent grid of at most as many blocks as the "
         f"GPU runs at once walks the (batch item, tile) pairs, tiles in groups of {p.group_m} tile rows taken column "
         f"by column (the blocks running together share A and B in L2)",
         _split_k_line(desc),
         *_invariance_lines(desc, p),
         _batches_line(desc),
-        _epilogue_line(p),
+        _epilogue_line(launched),
         _copies_line(launched) + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
         "each tile is the block GEMM of tile_descriptor:",
     ]
@@ -298,6 +299,12 @@ def _epilogue_line(p: GridPlan) -> str:
               + (f"; where beta != 0, C read {ahead} at a time, ahead of their writes" if ahead else "") + quads_alone)
     staged = ("the accumulators staged in shared memory (free after the K loop), then alpha, beta, the hooks and the "
               "bias applied and C written in runs of 16 bytes along its contiguous dimension")
+    if p.tma_store:
+        return (f"epilogue: alpha, beta (C read a lane's pair at a time) and the hooks and the bias applied in "
+                f"registers, then C staged in shared memory a box of {TMA_STORE_ROWS} rows x {p.c_box_swizzle} bytes "
+                f"at a time ({p.c_staging_buffers} buffer(s) a warpgroup) and written by TMA stores, asynchronous (a "
+                f"tile's last ones drain while the next tile's K loop runs); where C does not start and step on "
+                f"16-byte boundaries, {direct.removeprefix('epilogue: ')}")
     if p.stages_c(epilogue_hooks=False):
         return f"epilogue: {staged}"
     if p.stages_c(epilogue_hooks=True):

@@ -72,6 +72,14 @@ MAX_SPLITS = 16
 MIN_SPLIT_K_TILES = 4
 # Values of padding after each line of C staged in shared memory (GridPlan.stages_c): lines 4 banks apart.
 STAGED_C_PADDING = 4
+# The TMA stores of C (GridPlan.tma_store): a warpgroup stages a box of TMA_STORE_ROWS rows (a wgmma tile's) and
+# one swizzle's bytes at a time, in one of its MAX_STAGING_BUFFERS buffers where they fit beside the stages (a box
+# is written while the store of the one before reads), else in one.
+TMA_STORE_ROWS = 64
+MAX_STAGING_BUFFERS = 2
+# ... of C of 4 bytes an element or more (float32, int32): 16-bit C, which the register epilogue writes in quads,
+# lost (0.73-0.95x it) where float32 gained (1.00-1.27x): benchmarks/RESULTS.md, Grid against cuBLAS.
+TMA_STORE_MIN_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,12 @@ class GridPlan:
     # slabs (TmaOperand) while the tile's warpgroups multiply. grid_with_alignment decides, from
     # the arrays' alignment; the cp.async K loop (mainloop_range) runs elsewhere.
     tma: bool = False
+    # Whether C leaves by TMA stores where beta is 0: each warpgroup writes its tile box by box (c_box_swizzle bytes
+    # a row, swizzled) into shared memory after the stages and one of its threads stores the box by TMA, so the
+    # tile's warpgroups go on to the next tile's K loop while C drains (templates/tma_store.cuh.j2; from registers,
+    # the stores held them: benchmarks/RESULTS.md, Grid against cuBLAS). grid_with_alignment decides, where A and B
+    # come by TMA, C's alignment allows and tma_store_fits.
+    tma_store: bool = False
     # The block GEMM of a whole batch item, whose batched kernel execute() runs in place of the
     # grid kernel on large batches (item_block_choice); None where the grid kernel always runs.
     # Not in the repr, which identifies the grid kernel's source in the kernel cache.
@@ -273,10 +287,10 @@ class GridPlan:
         row_major = c.layout == "row_major"
         gated_c = replace(c, cols=cols, ld=cols if row_major else c.ld, smem_ld=cols if row_major else c.smem_ld,
                           outer=c.rows if row_major else cols, inner=cols if row_major else c.rows)
-        return replace(self, c=gated_c, item_block=None)
+        return replace(self, c=gated_c, item_block=None, tma_store=False)
 
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
-        return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled)
+        return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled, tma_store=self.tma_store)
 
     def work(self, batch: int) -> int:
         """Blocks' worth of work in a call on ``batch`` items without split-K: a block a tile."""
@@ -386,13 +400,52 @@ class GridPlan:
         return -(-4 * tiles // 256) * 256 + tiles * splits * part
 
     @property
-    def kernel_shared_memory_size(self) -> int:
+    def c_box_swizzle(self) -> int:
+        """Bytes of a row of the boxes of C that TMA stores (tma_store), their swizzle."""
+        return c_box_swizzle(self.tile)
+
+    @property
+    def c_staging_offset(self) -> int:
+        """Where C's staging buffers (tma_store) start in the kernel's shared memory: after the stages, on a
+        1024-byte boundary (the swizzle's)."""
+        return -(-self.stages * self.tile.shared_memory_size // 1024) * 1024
+
+    @property
+    def tma_store_fits(self) -> bool:
+        """Whether the kernel stores C by TMA where A, B and C are aligned for it (tma_store): C's layout allows
+        (stores_c_by_tma), it is the product's width (a gated epilogue's is half of it) and a buffer of it fits
+        beside the stages (make_grid_plan left room where the stages were its choice)."""
+        return (stores_c_by_tma(self.tile, self.c, self.sm, self.is_complex) and self.c.cols == self.n
+                and self.c_staging_offset + c_staging_bytes(self.tile, 1) <= shared_memory_limit(self.sm))
+
+    @property
+    def c_staging_buffers(self) -> int:
+        """Buffers of C's boxes a warpgroup (tma_store): MAX_STAGING_BUFFERS where they fit beside the stages, else
+        one (make_grid_plan reserves that much); 0 without TMA stores."""
+        if not self.tma_store:
+            return 0
+        fits = self.c_staging_offset + c_staging_bytes(self.tile, MAX_STAGING_BUFFERS) <= shared_memory_limit(self.sm)
+        return MAX_STAGING_BUFFERS if fits else 1
+
+    @property
+    def stages_shared_memory_size(self) -> int:
+        """Bytes of the K loop's stages (A and B): the shared memory of a kernel of the device API's, which stores C
+        from registers."""
         return self.stages * self.tile.shared_memory_size
+
+    @property
+    def kernel_shared_memory_size(self) -> int:
+        """Bytes of the grid kernel's dynamic shared memory: the stages, then C's staging buffers (tma_store)."""
+        if self.tma_store:
+            return self.c_staging_offset + c_staging_bytes(self.tile, self.c_staging_buffers)
+        return self.stages_shared_memory_size
 
     @property
     def digest(self) -> str:
         fields = asdict(self)
         del fields["item_block"]  # another kernel's plan: nothing of it is in this one's code
+        if not self.tma_store:  # (the other kernels keep their names)
+            del fields["tma_store"]
         del fields["tile"]["instruction_reason"]  # explain()'s words
         return digest_of(fields)
 
@@ -402,11 +455,32 @@ class GridPlan:
         return f"{name_stem('grid', self)}_tile{t.m}x{t.n}x{t.k}_s{self.stages}_t{self.threads}_{self.digest}"
 
 
-def suggested_stages(stage_bytes: int, k_tiles: int, sm: int, blocks_per_sm: int = 1) -> int:
+def suggested_stages(stage_bytes: int, k_tiles: int, sm: int, blocks_per_sm: int = 1, reserved: int = 0) -> int:
     """MAX_SUGGESTED_STAGES, fewer where the K loop is shorter or the shared memory of each of
-    ``blocks_per_sm`` blocks smaller; at least 2."""
-    per_block = (shared_memory_limit(sm) + BLOCK_RESERVED_SHARED) // blocks_per_sm - BLOCK_RESERVED_SHARED
+    ``blocks_per_sm`` blocks (less ``reserved`` bytes of it) smaller; at least 2."""
+    per_block = (shared_memory_limit(sm) + BLOCK_RESERVED_SHARED) // blocks_per_sm - BLOCK_RESERVED_SHARED - reserved
     return max(2, min(MAX_SUGGESTED_STAGES, k_tiles, per_block // stage_bytes))
+
+
+def c_box_swizzle(tile: TilePlan) -> int:
+    """Bytes of a row of the boxes of C that TMA stores (GridPlan.tma_store): 128, the widest swizzle, or the
+    wgmma tile's width where narrower."""
+    return min(128, tile.tile_n * tile.c.element_size)
+
+
+def c_staging_bytes(tile: TilePlan, buffers: int) -> int:
+    """Shared memory of C's staging buffers (GridPlan.tma_store): ``buffers`` boxes a warpgroup."""
+    return tile.threads // 128 * buffers * TMA_STORE_ROWS * c_box_swizzle(tile)
+
+
+def stores_c_by_tma(tile: TilePlan, c: MatrixPlan, sm: int, is_complex: bool) -> bool:
+    """Whether the TMA kernel stores C by TMA (GridPlan.tma_store): sm_90+, wgmma tiles whose A and B come by TMA,
+    real row-major C (a lane's pair of values, neighbours in a row, go to shared memory as one) of at least
+    TMA_STORE_MIN_BYTES an element, the wgmma tile a whole number of boxes of 32 bytes or more."""
+    swizzle = c_box_swizzle(tile)
+    return (sm >= TMA_MIN_SM and tile.instruction.is_wgmma and tile.a.swizzle > 0 and tile.b.swizzle > 0
+            and not is_complex and c.layout == "row_major" and c.element_size >= TMA_STORE_MIN_BYTES
+            and swizzle in (32, 64, 128) and tile.tile_n * tile.c.element_size % swizzle == 0)
 
 
 def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: int) -> bool:
@@ -427,15 +501,18 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
         mats, stage_bytes = shared_layout(block, False, True)
     tile = replace(block, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=stage_bytes)
     k_tiles = -(-desc.size.k // block.k)
+    problem = {x: matrix_plan(desc, x, 0, 0) for x in "abc"}
+    # room for a buffer of C's TMA stores (GridPlan.tma_store_fits)
+    reserved = c_staging_bytes(tile, 1) if stores_c_by_tma(tile, problem["c"], desc.sm, desc.is_complex) else 0
     given = desc.operator_map.get("Stages")
-    stages = given.value if given is not None else suggested_stages(stage_bytes, k_tiles, desc.sm)  # type: ignore[attr-defined]
+    stages = (given.value if given is not None  # type: ignore[attr-defined]
+              else suggested_stages(stage_bytes, k_tiles, desc.sm, reserved=reserved))
     if stages * stage_bytes > limit:
         fitting = limit // stage_bytes
         fix = f"use Stages({fitting})" if fitting >= 2 else "use a smaller Tile"
         raise UnsupportedError(
             f"{stages} stages of the {block.m}x{block.n}x{block.k} tile take {stages} x {stage_bytes} bytes of shared "
             f"memory, over SM {desc.sm}'s limit of {limit} bytes per block; {fix}")
-    problem = {x: matrix_plan(desc, x, 0, 0) for x in "abc"}
     tiles = -(-desc.size.m // block.m) * -(-desc.size.n // block.n)
     if tiles >= 2**31:  # far past any GPU's memory for C, but said rather than overflowed
         raise UnsupportedError(
@@ -448,7 +525,7 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
     if given is None and "BatchInvariant" in desc.operator_map and tiles < 2 * GRID_MIN_TILES:
         # fewer tiles than SMs and no split-K to add blocks: each block's K loop is the call's time, and deeper
         # stages keep more of it in flight (benchmarks/RESULTS.md, Batch invariance)
-        stages = max(stages, min(MAX_STAGES, k_tiles, limit // stage_bytes))
+        stages = max(stages, min(MAX_STAGES, k_tiles, (limit - reserved) // stage_bytes))
     return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
                     split_k=split_k, item_block=item_block_choice(desc)[0])
@@ -502,9 +579,11 @@ def grid_with_alignment(plan: GridPlan, alignment: tuple[int, int, int]) -> Grid
         vec = vector_bytes_of(align, x.inner * x.element_size, ld_bytes)
         mats[x.name] = replace(x, alignment=align, vector_bytes=vec, shared_alignment=16)
     tma = tma_runs(plan, mats["a"].alignment, mats["b"].alignment)
-    if mats["a"] == tile.a and mats["b"] == tile.b and tma == plan.tma:
+    c = plan.c  # TMA stores C where it starts, and steps between rows and batch items, on 16-byte boundaries
+    tma_store = tma and plan.tma_store_fits and alignment[2] >= 16 and c.ld * c.element_size % 16 == 0
+    if mats["a"] == tile.a and mats["b"] == tile.b and tma == plan.tma and tma_store == plan.tma_store:
         return plan
-    return replace(plan, tile=replace(tile, a=mats["a"], b=mats["b"]), tma=tma)
+    return replace(plan, tile=replace(tile, a=mats["a"], b=mats["b"]), tma=tma, tma_store=tma_store)
 
 
 def tma_runs(plan: GridPlan, a_alignment: int, b_alignment: int) -> bool:

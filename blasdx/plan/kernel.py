@@ -53,13 +53,17 @@ GRID_PARAMETERS = (KernelParameter("splits", "long long"), KernelParameter("work
 # The TMA grid kernel's, after those: the tensor maps of A and B (blasdx.runtime.tensor_map).
 TMA_PARAMETERS = (KernelParameter("a_map", "const __grid_constant__ blasdx::tensor_map"),
                   KernelParameter("b_map", "const __grid_constant__ blasdx::tensor_map"))
+# ... and where it stores C by TMA (GridPlan.tma_store), C's after them.
+TMA_STORE_PARAMETERS = (KernelParameter("c_map", "const __grid_constant__ blasdx::tensor_map"),)
+TENSOR_MAP_PARAMETERS = TMA_PARAMETERS + TMA_STORE_PARAMETERS
 
 
 def kernel_parameters(has_bias: bool, grid: bool = False, tma: bool = False, scaled: bool = False,
-                      grouped: bool = False) -> tuple[KernelParameter, ...]:
+                      grouped: bool = False, tma_store: bool = False) -> tuple[KernelParameter, ...]:
     """The batched (or grid, or grouped) kernel's parameters, in order."""
     return (KERNEL_PARAMETERS + (BIAS_PARAMETERS if has_bias else ()) + (SCALE_PARAMETERS if scaled else ())
-            + (GROUP_PARAMETERS if grouped else ()) + (GRID_PARAMETERS if grid else ()) + (TMA_PARAMETERS if tma else ()))
+            + (GROUP_PARAMETERS if grouped else ()) + (GRID_PARAMETERS if grid else ()) + (TMA_PARAMETERS if tma else ())
+            + (TMA_STORE_PARAMETERS if tma_store else ()))
 
 
 def keeps_c_in_registers(plan: GemmPlan) -> bool:

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..compiler import CompiledKernel
 from ..plan import DescriptorPlan, GridPlan, KernelPlan
-from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, TMA_PARAMETERS
+from ..plan.grid import TMA_STORE_ROWS
+from ..plan.kernel import BATCH_PARAMETERS, BIAS_PARAMETERS, KERNEL_PARAMETERS, TENSOR_MAP_PARAMETERS
 from .arguments import BiasView, MatrixView, scalar
 from .device import cupy_module, stream_handle, stream_of
 from .scales import is_number
@@ -109,8 +110,8 @@ class BoundLaunch:
     splits: int = 1
     workspace_bytes: int = 0
     splits_offset: int = 0  # where the splits' and workspace's slots start in the block (a grid kernel's)
-    # The TMA grid kernel's tensor maps of A and B, written into their slots per call.
-    tensor_maps: tuple[TensorMap, TensorMap] | None = field(default=None, compare=False, hash=False)
+    # The TMA grid kernel's tensor maps of A and B (and of C where it stores C by TMA), written into their slots per call.
+    tensor_maps: tuple[TensorMap, ...] | None = field(default=None, compare=False, hash=False)
     # Where the pointers of FP8 scales go (SCALE_PARAMETERS' scale_a and scale_b slots, in bytes); 0: none.
     scale_offsets: tuple[int, int] = (0, 0)
     scale_spans: tuple[int, int] = (0, 0)  # bytes the scales cover, for the per-call overlap check
@@ -139,8 +140,8 @@ class BoundLaunch:
                                                 1 if workspace is None else self.splits,
                                                 0 if workspace is None else workspace.data.ptr)
             if self.tensor_maps is not None:
-                self.tensor_maps[0].write(pa)
-                self.tensor_maps[1].write(pb)
+                for tensor_map, pointer in zip(self.tensor_maps, (pa, pb, pc)):
+                    tensor_map.write(pointer)
             self.launch_kernel(*self.dimensions, stream, arguments.address, 0)
 
     def _workspace(self, stream: int) -> Any:
@@ -208,7 +209,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
                      scale_b_k_stride=sb.strides[0] if sb else 0, scale_b_col_stride=sb.strides[1] if sb else 0)
     fixed["splits"] = splits  # where the kernel has the parameter; the workspace pointer comes per call
     parameters = plan.kernel_parameters(bias is not None, scales is not None)
-    plain = [p for p in parameters if p not in TMA_PARAMETERS]
+    plain = [p for p in parameters if p not in TENSOR_MAP_PARAMETERS]
     arguments = ArgumentBlock(len(plain), len(parameters) - len(plain))
     for index, parameter in enumerate(plain):
         if parameter.name in fixed:
@@ -221,9 +222,8 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     tensor_maps = None
     if plan.tma:
         assert isinstance(plan, GridPlan)  # the kinds whose kernels take tensor maps
-        a_map, b_map = (TensorMap(operand_layout(plan, x, v, batch, groups is not None), address)
-                        for x, v, address in zip("ab", (va, vb), arguments.map_addresses))
-        tensor_maps = (a_map, b_map)
+        tensor_maps = tuple(TensorMap(operand_layout(plan, x, v, batch, groups is not None), address)
+                            for x, v, address in zip("abc", (va, vb, vc), arguments.map_addresses))
     return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits,
                        workspace_bytes=workspace_bytes, tensor_maps=tensor_maps,
                        splits_offset=_SLOT * next((i for i, p in enumerate(plain) if p.name == "splits"), 0),
@@ -245,6 +245,12 @@ def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int, grou
     contiguous dimension first) of each of ``batch`` items, the box one slab of a stage. A grouped
     launch's operands are the views' own: their outer extent the call's (the rows the groups cut), their
     items the view's (B's groups, or one)."""
+    if name == "c":  # stored by TMA (GridPlan.tma_store): boxes of a wgmma tile's rows, c_box_swizzle bytes wide
+        c = plan.c
+        return OperandLayout(element_size=c.element_size, inner=c.inner, outer=c.outer, batch=batch, ld=c.ld,
+                             batch_stride=view.strides[0] if view.batch is not None else 0,
+                             box_inner=plan.c_box_swizzle // c.element_size, box_outer=TMA_STORE_ROWS,
+                             swizzle=plan.c_box_swizzle)
     whole, part = getattr(plan, name), plan.tma_operand(name)
     halved = plan.cluster and name == "b" and part.k_inner  # each block of a cluster copies half of B's rows
     outer = (view.shape[-2] if whole.layout == "row_major" else view.shape[-1]) if grouped else whole.outer

@@ -1131,7 +1131,7 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 
 }  // namespace blasdx_block_gemm
 
-// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_525ebada: 4096x4096x4096 in tiles of 256x128x64
+// blasdx grid-level GEMM blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_7aee44a6: 4096x4096x4096 in tiles of 256x128x64
 // Added to namespace blasdx_block_gemm, whose block GEMM (above) is one tile: a block computes a tile of C
 // with mainloop() into an accumulator, then writes it (store_block_tile), or does more with it first.
 //   for (int t = blockIdx.x; t < block_tiles; t += gridDim.x) {         // any order of tiles
@@ -1579,6 +1579,93 @@ __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned
 }
 
 }  // namespace blasdx_block_gemm
+namespace blasdx {
+
+// Store the box of `map` at coordinates (x, y, z) (innermost first) from shared memory at `from`, in a bulk group.
+__device__ __forceinline__ void tensor_store(const tensor_map& map, const void* from, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, { %1, %2, %3 }], [%4];"
+               ::"l"(reinterpret_cast<unsigned long long>(&map)), "r"(x), "r"(y), "r"(z), "r"(shared_address(from))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Wait until at most `Pending` of this thread's bulk groups still read their shared memory.
+template <int Pending>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(Pending) : "memory");
+}
+
+}  // namespace blasdx
+
+namespace blasdx_block_gemm {
+
+// A box of C: the rows of a warpgroup's wgmma tile, c_box_swizzle bytes of each (c_box_cols values), swizzled as
+// the tensor map says; c_buffers of them a warpgroup (two: a box is written while the store of the one before reads).
+constexpr int c_buffers = 1;  // GridPlan.c_staging_buffers
+constexpr int c_box_swizzle = 128, c_box_cols = c_box_swizzle / static_cast<int>(sizeof(c_t));
+constexpr int c_box_rows = tile_m, c_box_bytes = c_box_rows * c_box_swizzle, c_boxes = tile_n / c_box_cols;
+constexpr unsigned c_staging_offset = 196608;  // GridPlan.c_staging_offset
+static_assert(pm == 1 && in_ % 2 == 0 && c_box_cols % in_ == 0 && tile_n % c_box_cols == 0 && c_box_rows == 64,
+              "a warpgroup's tile is whole boxes of whole instruction tiles (blasdx.plan.grid.stores_c_by_tma)");
+
+// The warpgroup's threads only (barriers 2 .., one a warpgroup; 1 is the tile's).
+__device__ __forceinline__ void warpgroup_sync(int group) { asm volatile("bar.sync %0, 128;" ::"r"(2 + group) : "memory"); }
+
+// store_block_tile by TMA: C(row0 .., col0 ..) = c_store(alpha * acc + beta * c_load(C)) of batch item `item`, whose
+// C is `c` (read where beta != 0, a lane's pair at a time).
+// `boxes` counts the boxes this thread's warpgroup stored so far (over the block's tiles): box b goes through buffer
+// b % c_buffers, once the store of box b - c_buffers has read it. Values past the problem's edges are not computed (the hooks read
+// nothing there); TMA writes nothing of them.
+template <class CLoad, class CStore>
+__device__ __forceinline__ void store_block_tile_tma(const accumulator& acc, const blasdx::tensor_map& c_map, const c_t* c,
+                                                     int item, int row0, int col0, unsigned char* smem, unsigned& boxes,
+                                                     const scalar_t& alpha, const scalar_t& beta, const CLoad& c_load,
+                                                     const CStore& c_store) {
+  const int rows = rows_inside(row0), cols = cols_inside(col0);
+  const c_t* c_tile = c + c_global(row0, col0);
+  const bool reads_c = !blasdx::is_zero(beta);
+  const worker w(acc.rank);
+  const int group = acc.rank / 128;
+  const bool elected = acc.rank % 128 == 0;
+  unsigned char* staging = smem + c_staging_offset + group * c_buffers * c_box_bytes;
+#pragma unroll
+  for (int p = 0; p < passes; ++p) {
+    if (!has_tile(acc, p)) continue;  // (the same for the whole warpgroup)
+    const tile_accumulator& values = acc.tile[p];
+    const tile_position at = tile_origin(first_tile(acc.rank) + p * tile_step);
+#pragma unroll
+    for (int box = 0; box < c_boxes; ++box, ++boxes) {
+      unsigned char* buffer = staging + boxes % c_buffers * c_box_bytes;
+      if (elected) blasdx::bulk_wait_read<c_buffers - 1>();  // the store c_buffers boxes ago has read this buffer
+      warpgroup_sync(group);
+#pragma unroll
+      for (int j = box * (c_box_cols / in_); j < (box + 1) * (c_box_cols / in_); ++j)
+#pragma unroll
+        for (int v = 0; v < c_vals; v += 2) {
+          const int r = at.m0 + w.row0 + c_row(v, w.g, w.t), col = at.n0 + j * in_ + c_col(v, w.g, w.t);
+          c_pair_t old{}, out{};
+          if (reads_c && r < rows && col + 1 < cols) old = *reinterpret_cast<const c_pair_t*>(c_tile + c_global(r, col));
+          else if (reads_c && r < rows && col < cols) old.x = c_tile[c_global(r, col)];
+          if (r < rows && col < cols) out.x = epilogue(r, col, values[0][j][v], old.x, alpha, beta, c_load, c_store);
+          if (r < rows && col + 1 < cols) out.y = epilogue(r, col + 1, values[0][j][v + 1], old.y, alpha, beta, c_load, c_store);
+          const int byte = (col - at.n0 - box * c_box_cols) * static_cast<int>(sizeof(c_t));
+          *reinterpret_cast<c_pair_t*>(buffer + blasdx::swizzled_offset<c_box_swizzle, c_box_rows>(r - at.m0, byte)) = out;
+        }
+      blasdx::fence_async_shared();  // the writes, seen by the TMA store
+      warpgroup_sync(group);
+      if (elected) {
+        blasdx::tensor_store(c_map, buffer, col0 + at.n0 + box * c_box_cols, row0 + at.m0, item);
+        blasdx::bulk_commit();
+      }
+    }
+  }
+}
+
+// A consumer thread is done with its tiles: the stores it issued have read the shared memory, which ends with the block.
+__device__ __forceinline__ void store_tail() {
+  if (blasdx::thread_rank() % 128 == 0) blasdx::bulk_wait_read<0>();
+}
+
+}  // namespace blasdx_block_gemm
 // The grid kernel behind execute() of a Grid() descriptor: a persistent grid whose blocks walk
 // the (batch item, tile, split) triples, item i being A + i*stride_a, ...; each tile's K loop is
 // blasdx_block_gemm::consume_range (TMA), its epilogue blasdx_block_gemm::store_block_tile with the hooks.
@@ -1588,8 +1675,8 @@ __device__ __forceinline__ void consume_range(int kt_begin, int kt_end, unsigned
 // Parameters: blasdx.plan.kernel.KERNEL_PARAMETERS (BIAS_PARAMETERS, SCALE_PARAMETERS, GRID_PARAMETERS, TMA_PARAMETERS), in that order.
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 64,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_525ebada(
-const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace, const __grid_constant__ blasdx::tensor_map a_map, const __grid_constant__ blasdx::tensor_map b_map) {
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_7aee44a6(
+const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace, const __grid_constant__ blasdx::tensor_map a_map, const __grid_constant__ blasdx::tensor_map b_map, const __grid_constant__ blasdx::tensor_map c_map) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];
   const long long tiles = batch * block_tiles;
@@ -1606,6 +1693,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   blasdx::cluster_sync();  // the other block's barriers are ready too, before any copy or arrival reaches them
   const unsigned rank = blasdx::cluster_rank();
   unsigned step = 0;  // K tiles through the stages so far
+  unsigned c_boxes = 0;  // boxes of C this thread's warpgroup stored so far (store_block_tile_tma)
   if (blasdx::thread_rank() >= threads) {  // the producer warpgroup: one thread copies
     blasdx::set_registers<24, true>();
     if (blasdx::thread_rank() != threads) return;
@@ -1633,6 +1721,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     accumulator acc = make_accumulator();
     consume_range(split * k_tiles / parts, (split + 1) * k_tiles / parts, step, landed, freed, smem, acc,
 blasdx::identity{}, blasdx::identity{});
-    store_block_tile(acc, static_cast<c_t*>(c) + item * stride_c, row0, col0, alpha, beta);
+    store_block_tile_tma(acc, c_map, static_cast<const c_t*>(c) + item * stride_c, static_cast<int>(item), row0, col0, smem, c_boxes, alpha, beta, blasdx::identity{}, blasdx::identity{});
   }
+  store_tail();
 }

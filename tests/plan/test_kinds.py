@@ -12,7 +12,7 @@ from blasdx import SM, Arrangement, Block, Grid, Precision, Size, kinds
 from blasdx.describe.operators import execution_operators
 from blasdx.kinds import aligned_plan, launched_plan
 from blasdx.plan import BatchedPlan, GridPlan, batched_plan
-from blasdx.plan.kernel import GRID_PARAMETERS, KERNEL_PARAMETERS, MAX_GRID, TMA_PARAMETERS
+from blasdx.plan.kernel import GRID_PARAMETERS, KERNEL_PARAMETERS, MAX_GRID, TMA_PARAMETERS, TMA_STORE_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[2]
 RCR = Arrangement("row_major", "col_major", "row_major")
@@ -38,7 +38,8 @@ def test_a_grid_descriptor_launches_its_own_plan():
     aligned = aligned_plan(plan, (16, 16, 16))
     assert isinstance(aligned, GridPlan) and aligned.tma and not plan.tma  # TMA where the arrays allow it
     params = aligned.kernel_parameters(False)
-    assert params == KERNEL_PARAMETERS + GRID_PARAMETERS + TMA_PARAMETERS
+    assert aligned.tma_store  # float32 C leaves by TMA stores: C's tensor map last
+    assert params == KERNEL_PARAMETERS + GRID_PARAMETERS + TMA_PARAMETERS + TMA_STORE_PARAMETERS
     assert plan.kernel_parameters(False) == KERNEL_PARAMETERS + GRID_PARAMETERS
     assert aligned.work(3) == 3 * aligned.tiles
     assert aligned.blocks(3, 100, 1) <= 100 and aligned.blocks(1, 1000, 4) == min(aligned.tiles * 4, 1000)

@@ -1,0 +1,96 @@
+"""C stored by TMA (GridPlan.tma_store) on a GPU: float32 and int32 C against float64 on edge tiles, batches, beta,
+a bias with a hook, split-K, tf32, int8 and FP8; bitwise the register epilogue's result (the same C 8 bytes off its
+16-byte boundary); columns past n (C a view of wider rows) and rows past m untouched. Marked ``gpu``."""
+
+from __future__ import annotations
+
+import pytest
+
+import blasdx
+from blasdx import SM, Arrangement, Grid, LeadingDimension, Precision, Size, Tile
+
+from .gpu_support import torch_with_cuda
+
+pytestmark = pytest.mark.gpu
+
+RCR = Arrangement("row_major", "col_major", "row_major")
+SENTINEL = 7.0
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return torch_with_cuda()
+
+
+def _dtype(torch, name):
+    return {"float32": torch.float32, "tfloat32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+            "int8": torch.int8, "int32": torch.int32, "float8_e4m3": torch.float8_e4m3fn,
+            "float8_e5m2": torch.float8_e5m2}[name]
+
+
+def _operands(torch, batch, m, n, k, prec, seed):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    lead = () if batch is None else (batch,)
+    if prec[0] == "int8":
+        a = torch.randint(-100, 100, (*lead, m, k), device="cuda", generator=gen, dtype=torch.int8)
+        b = torch.randint(-100, 100, (*lead, n, k), device="cuda", generator=gen, dtype=torch.int8).transpose(-1, -2)
+    else:
+        a = (torch.randn(*lead, m, k, device="cuda", generator=gen) * 0.5).to(_dtype(torch, prec[0]))
+        b = (torch.randn(*lead, n, k, device="cuda", generator=gen) * 0.5).to(_dtype(torch, prec[1])).transpose(-1, -2)
+    return a, b, gen
+
+
+def _c_in_wider_rows(torch, batch, m, n, dtype, pad, offset=0):
+    """C (batch, m, n) as a view of rows of n + pad elements (+ m's pad rows below), ``offset`` elements past a
+    16-byte boundary, every element SENTINEL; and the whole buffer."""
+    lead = () if batch is None else (batch,)
+    whole = torch.full((*lead, m + 3, n + pad), SENTINEL, device="cuda").to(dtype)
+    flat = torch.full((whole.numel() + offset,), SENTINEL, device="cuda").to(dtype)
+    whole = flat[offset:].view(whole.shape)
+    return whole[..., :m, :n], whole
+
+
+@pytest.mark.parametrize("prec, size, batch, beta, epilogue, tile", [
+    (("float16", "float16", "float32"), (1000, 1000, 520), None, 0.0, None, None),  # edges on every side
+    (("bfloat16", "bfloat16", "float32"), (300, 264, 128), 5, 0.5, None, None),  # a batch, beta
+    (("bfloat16", "bfloat16", "float32"), (777, 392, 256), None, -0.75, "gelu", None),  # bias + hook, beta
+    (("float16", "float16", "float32"), (256, 264, 16384), None, 0.0, None, (64, 128, 64)),  # split-K
+    (("float16", "float16", "float32"), (4096, 1032, 256), None, 0.25, None, None),  # clusters
+    (("tfloat32", "tfloat32", "float32"), (200, 264, 96), None, 0.0, "relu", None),
+    (("int8", "int8", "int32"), (520, 512, 512), None, 0.0, None, None),
+    (("float8_e4m3", "float8_e4m3", "float32"), (512, 520, 384), None, 0.0, None, None),  # partial sums promoted
+    (("float8_e5m2", "float8_e5m2", "float32"), (130, 136, 1000), 2, 1.0, "relu", None),
+], ids=["f16f32-edges", "batch-beta", "bias-gelu-beta", "split-k", "cluster", "tf32-relu", "int8", "e4m3", "e5m2-batch"])
+def test_tma_stores_match_float64_and_the_register_epilogue_bitwise(torch, prec, size, batch, beta, epilogue, tile):
+    m, n, k = size
+    pad = 4  # C's rows n + pad elements apart, still 16-byte multiples
+    desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Grid() + LeadingDimension(k, k, n + pad)
+    desc = desc + Tile(*tile) if tile else desc
+    assert blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)).tma_store
+    a, b, gen = _operands(torch, batch, m, n, k, prec, seed=sum(size))
+    out = _dtype(torch, prec[2])
+    integer = out == torch.int32
+    c0 = (torch.randint(-50, 50, (m, n), device="cuda", generator=gen) if integer
+          else torch.randn(m, n, device="cuda", generator=gen)).to(out)
+    bias = None if epilogue is None else torch.randn(n, device="cuda", generator=gen).to(out)
+    kw = {} if epilogue is None else {"bias": bias, "epilogue": epilogue}
+    results = []
+    for offset in (0, 1):  # 16-byte aligned: TMA stores; 4 bytes off: the register epilogue
+        c, whole = _c_in_wider_rows(torch, batch, m, n, out, pad, offset)
+        c.copy_(c0.expand_as(c))
+        desc.execute(a, b, c, alpha=1.0 if integer else 0.75, beta=beta, **kw)
+        torch.cuda.synchronize()
+        assert bool((whole[..., :m, n:] == SENTINEL).all()) and bool((whole[..., m:, :] == SENTINEL).all()), \
+            "written past C's edges"
+        results.append(c.clone())
+    assert torch.equal(results[0], results[1]), "TMA stores and the register epilogue differ"
+    z = (1.0 if integer else 0.75) * (a.double() @ b.double()) + beta * c0.double()
+    if epilogue:
+        z = z + bias.double()
+        z = torch.relu(z) if epilogue == "relu" else torch.nn.functional.gelu(z)
+    if integer:
+        assert torch.equal(results[0].double(), z)
+        return
+    bound = 2e-3 if prec[0] in ("tfloat32", "float8_e4m3", "float8_e5m2") else 1e-5
+    error = float((results[0].double() - z).norm() / z.norm())
+    assert error <= bound, error
