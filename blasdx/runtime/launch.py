@@ -246,7 +246,9 @@ def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int, grou
     launch's operands are the views' own: their outer extent the call's (the rows the groups cut), their
     items the view's (B's groups, or one)."""
     whole, part = getattr(plan, name), plan.tma_operand(name)
-    halved = plan.cluster and name == "b" and part.k_inner  # each block of a cluster copies half of B's rows
+    # B's slabs in halves of their rows where k is its contiguous dimension: each block of a cluster copies one, and
+    # a gated split epilogue (gate_split) copies the gate's and the up's from their two places
+    halved = (plan.cluster or plan.gate_split) and name == "b" and part.k_inner
     outer = (view.shape[-2] if whole.layout == "row_major" else view.shape[-1]) if grouped else whole.outer
     batch = (view.batch or 1) if grouped else batch
     return OperandLayout(element_size=whole.element_size, inner=whole.inner, outer=outer, batch=batch,
