@@ -258,7 +258,8 @@ def test_the_split_store_pairs_tiles_j_and_j_plus_half_of_one_lane(c_layout):
     desc = Size(300, 400, 320) + BF16 + Arrangement("row_major", "col_major", c_layout) + SM(900) + Grid()
     fusion = _fusion("swiglu_split")
     source = kernel_source(aligned_plan(for_gate(desc.plan, fusion), (16, 16, 16)), fusion)
-    assert "values[i][j][v], values[i][j + pn / 2][v]" in source and "gather_four" not in source
+    assert "values[i][j + pn / 2][v]" in source and "values[i][j + pn / 2][v + 1]" in source  # up of gate j's column
+    assert "gather_four" not in source and "*reinterpret_cast<c_pair_t*>(to) = c_pair_t{v0, v1};" in source
     assert "c_t* c_tile = c + c_global(row0, col0 / 2);" in source and "gated_value(" not in source
     assert "static_assert(tiles_n == 1" in source
 
