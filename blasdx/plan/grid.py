@@ -301,6 +301,14 @@ class GridPlan:
                     f"whole slabs of {b.slab_elements} columns, but the tile has {b.slabs}: use a Tile whose n is a "
                     f"multiple of {2 * b.slab_elements} (Tile({t.m}, {2 * b.slab_elements * -(-b.slabs // 2)}, {t.k})), "
                     f"{fix}")
+        half_bytes = self.n // 2 * b.element_size
+        if not b.k_inner and half_bytes % 16:
+            # a box's first element along a tensor map's contiguous dimension must lie on a 16-byte boundary
+            # (the GPU stops the kernel with an illegal instruction otherwise)
+            return (f"layout='split' copies the up half of row-major B from its column n / 2 = {self.n // 2}, "
+                    f"{half_bytes} bytes into each row, but TMA copies start on 16-byte boundaries: make n / 2 a "
+                    f"multiple of {16 // b.element_size} (pad both halves of the weights with zero columns), store B "
+                    f"column-major (k contiguous), {fix}")
         return ""
 
     def gated(self, split: bool = False) -> GridPlan:

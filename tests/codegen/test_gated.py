@@ -172,7 +172,11 @@ def test_a_split_gated_plan_says_so_and_keeps_the_interleaved_plan_apart(desc):
      r"whole slabs of 64 columns, but the tile has 1: use a Tile whose n is a multiple of 128 \(Tile\(64, 128, 64\)\)"),
     (Size(300, 400, 320) + BF16 + RCR + SM(900) + Grid() + blasdx.Tile(64, 40, 64),
      r"boxes on 1024-byte boundaries, but half of them is 20 lines of 128 bytes: use a Tile whose n is a multiple of 16"),
-], ids=["cp-async-sm800", "unaligned-leading-dimension", "rrr-one-slab", "rcr-half-box-off-boundary"])
+    (Size(256, 1000, 512) + F16_F32 + RRR + SM(900) + Grid() + blasdx.Tile(128, 128, 64),
+     r"from its column n / 2 = 500, 1000 bytes into each row, but TMA copies start on 16-byte boundaries: make n / 2 "
+     r"a multiple of 8 \(pad both halves"),
+], ids=["cp-async-sm800", "unaligned-leading-dimension", "rrr-one-slab", "rcr-half-box-off-boundary",
+        "rrr-up-half-off-16-bytes"])
 def test_a_plan_that_cannot_gate_split_weights_refuses_with_the_fix(desc, match):
     with pytest.raises(ArgumentError, match=match):
         for_gate(desc.plan, _fusion("geglu_split"))
@@ -268,7 +272,7 @@ def test_the_split_store_pairs_tiles_j_and_j_plus_half_of_one_lane(c_layout):
 @pytest.mark.parametrize("desc", [
     Size(4096, 2048, 1024) + BF16 + RCR + SM(900) + Grid(),  # clusters
     Size(300, 400, 320) + F16 + RCR + SM(900) + Grid(),
-    Size(500, 1000, 512) + F16_F32 + RRR + SM(900) + Grid() + blasdx.Tile(128, 128, 64),
+    Size(500, 1008, 512) + F16_F32 + RRR + SM(900) + Grid() + blasdx.Tile(128, 128, 64),
     Size(4096, 2048, 1024) + BF16 + RRR + SM(900) + Grid(),
     Size(128, 3072, 2048) + BF16 + RRR + SM(900) + Grouped(),
     Size(128, 3072, 2048) + F16 + RCR + SM(900) + Grouped(),
