@@ -290,17 +290,19 @@ def fusion_for_bias(fusion: Fusion, bias: BiasView | None) -> Fusion:
     return fusion.reading_bias_by_column()
 
 
-_GATED_PLANS: dict[DescriptorPlan, DescriptorPlan] = {}
+_GATED_PLANS: dict[tuple[DescriptorPlan, bool], DescriptorPlan] = {}
 
 
 def for_gate(plan: DescriptorPlan, fusion: Fusion) -> DescriptorPlan:
-    """``plan`` as ``fusion``'s gated epilogue needs it (DescriptorPlan.gated: C half the product's width; once,
-    a plan so made has C narrower than n already), or as it is without a gate."""
+    """``plan`` as ``fusion``'s gated epilogue needs it (DescriptorPlan.gated: C half the product's width, its gate
+    and up where the fusion's layout puts them; once, a plan so made has C narrower than n already), or as it is
+    without a gate."""
     if not fusion.gate or plan.c.cols != plan.n:
         return plan
-    gated = _GATED_PLANS.get(plan)
+    key = (plan, fusion.gate_split)
+    gated = _GATED_PLANS.get(key)
     if gated is None:
-        gated = _GATED_PLANS[plan] = plan.gated()  # ArgumentError, with the fix, where it cannot gate
+        gated = _GATED_PLANS[key] = plan.gated(fusion.gate_split)  # ArgumentError, with the fix, where it cannot
     return gated
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .codegen.hooks import GATED, Hook
+from .codegen.hooks import GATED, Hook, gate_is_split
 from .describe.descriptor import Descriptor
 from .describe.operators import OPERATOR_KINDS, SM, Arrangement, Grouped, LeadingDimension, Precision, Size
 from .describe.precision import PRECISIONS
@@ -350,16 +350,22 @@ def _grouped_setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> Non
 
 def _gated_dz(ctx: Any, grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor,
               bias: torch.Tensor | None) -> torch.Tensor:
-    """d loss / d z of a gated epilogue, out[:, j] = act(z[:, 2j]) * z[:, 2j + 1]: z computed again (one Grouped()
-    GEMM), the derivative in float32. Rows past the last offset have z = 0, and so no gradient."""
+    """d loss / d z of a gated epilogue, out[:, j] = act(z[:, 2j]) * z[:, 2j + 1] (layout="split": act(z[:, j]) *
+    z[:, n / 2 + j]): z computed again (one Grouped() GEMM), the derivative in float32, in z's layout. Rows past the
+    last offset have z = 0, and so no gradient."""
     z = torch.ops.blasdx.grouped_gemm(ctx.descriptor, a, b, offsets, ctx.alpha, bias, "").float()
-    gate, up, dout = z[:, 0::2], z[:, 1::2], grad.float()
+    split = gate_is_split(GATED[ctx.epilogue])
+    half = z.shape[1] // 2
+    gate, up = (z[:, :half], z[:, half:]) if split else (z[:, 0::2], z[:, 1::2])
+    dout = grad.float()
     if GATED[ctx.epilogue].gate == "silu":  # silu(g) = g sigmoid(g): silu' = s (1 + g (1 - s))
         s = torch.sigmoid(gate)
         act, slope = gate * s, s * (1 + gate * (1 - s))
     else:  # gelu(g) = g Phi(g): gelu' = Phi(g) + g phi(g)
         cdf = 0.5 * (1 + torch.erf(gate * (1 / math.sqrt(2))))
         act, slope = gate * cdf, cdf + gate * torch.exp(-0.5 * gate * gate) * (1 / math.sqrt(2 * math.pi))
+    if split:
+        return torch.cat((dout * up * slope, dout * act), dim=1).to(grad.dtype)
     return torch.stack((dout * up * slope, dout * act), dim=-1).reshape(z.shape).to(grad.dtype)
 
 
@@ -430,7 +436,7 @@ def grouped_gemm(desc: Descriptor, a: torch.Tensor, b: torch.Tensor, offsets: to
     """A mixture-of-experts layer's grouped product as a new (rows, n) tensor: rows offsets[g - 1] .. offsets[g]
     are ``epilogue(alpha * a_g @ b[g] + bias[g])`` (torch._grouped_mm's offsets; rows past the last offset are
     zero). ``desc`` is a Grouped() descriptor; ``bias`` is (groups, n) or (n,). A gated epilogue
-    (blasdx.swiglu(layout="interleaved"), blasdx.geglu) gives (rows, n / 2). Differentiable in a, b and bias,
+    (blasdx.swiglu(layout="interleaved" or "split"), blasdx.geglu) gives (rows, n / 2). Differentiable in a, b and bias,
     each gradient a Grouped() GEMM; torch.compile(fullgraph=True) traces it without a graph break."""
     if isinstance(epilogue, Hook) and epilogue.gate:
         epilogue = epilogue.name  # the op's schema takes a string: GATED's name

@@ -38,7 +38,8 @@ class Hook:
 
     def __repr__(self) -> str:
         if self.gate:
-            return f"blasdx.{self.name.split('_')[0]}(layout='interleaved')"
+            name, layout = self.name.split("_")
+            return f"blasdx.{name}(layout={layout!r})"
         if self.name == "expression":
             return f"blasdx.expression({self.expression!r})"
         if self.factor is not None:
@@ -64,35 +65,40 @@ BUILTINS: dict[str, Hook] = {h.name: h for h in (
 )}
 
 
-# A gated epilogue (GLU: C's column j = act(gate j) * up j of the product's column pair (2j, 2j + 1)):
-# the activation of the gate, as C++ of x (type T, the scalar type).
+# A gated epilogue (GLU: C's column j = act(gate j) * up j of the product's columns): the activation of the gate, as
+# C++ of x (type T, the scalar type). Where gate and up lie (GATE_LAYOUTS): "interleaved", the pair (2j, 2j + 1);
+# "split", weights kept as [gate | up] of n / 2 columns each, the pair (j, n / 2 + j).
 GATES = {"silu": "blasdx::silu(x)", "gelu": "blasdx::gelu(x)"}
+GATE_LAYOUTS = {"interleaved": "gate j at the product's column 2j, up j at 2j + 1",
+                "split": "gate j at the product's column j, up j at n / 2 + j"}
 GATED: dict[str, Hook] = {h.name: h for h in (
-    Hook("swiglu_interleaved", "x", real_only=True, float_only=True, gate="silu"),
-    Hook("geglu_interleaved", "x", real_only=True, float_only=True, gate="gelu"),
+    Hook(f"{name}_{layout}", "x", real_only=True, float_only=True, gate=gate)
+    for name, gate in (("swiglu", "silu"), ("geglu", "gelu")) for layout in GATE_LAYOUTS
 )}
-# The product's columns as stored by weights kept split, [gate | up], put in gated_layout's order once.
-_INTERLEAVE = "w.view(k, 2, n // 2).transpose(1, 2).reshape(k, n) (PyTorch; B (k, n), n = 2 * C's columns)"
+
+
+def gate_is_split(hook: Hook) -> bool:
+    """Whether a gated epilogue's gate and up columns are the product's halves (layout="split")."""
+    return hook.name.endswith("_split")
 
 
 def _gated(name: str, layout: str) -> Hook:
-    if layout == "interleaved":
-        return GATED[f"{name}_interleaved"]
-    if layout == "split":
-        raise ArgumentError(f"blasdx.{name}(layout='split') (gate columns then up columns) is not supported yet; "
-                            f"interleave the weights once and pass layout='interleaved': {_INTERLEAVE}")
-    raise ArgumentError(f"blasdx.{name}() takes layout='interleaved' (gate j at the product's column 2j, up j at "
-                        f"2j + 1); got layout={layout!r}")
+    if layout in GATE_LAYOUTS:
+        return GATED[f"{name}_{layout}"]
+    raise ArgumentError(f"blasdx.{name}() takes layout='interleaved' ({GATE_LAYOUTS['interleaved']}) or "
+                        f"layout='split' ({GATE_LAYOUTS['split']}); got layout={layout!r}")
 
 
 def swiglu(*, layout: str) -> Hook:
     """The gated epilogue ``C[:, j] = silu(Z[:, 2j]) * Z[:, 2j + 1]`` of the product ``Z = alpha A B + bias``
-    (C has half of B's columns), for ``execute(..., epilogue=blasdx.swiglu(layout="interleaved"))``."""
+    (C has half of B's columns), for ``execute(..., epilogue=blasdx.swiglu(layout="interleaved"))``; with
+    ``layout="split"`` (weights kept as [gate | up]) ``C[:, j] = silu(Z[:, j]) * Z[:, n / 2 + j]``."""
     return _gated("swiglu", layout)
 
 
 def geglu(*, layout: str) -> Hook:
-    """The gated epilogue ``C[:, j] = gelu(Z[:, 2j]) * Z[:, 2j + 1]`` (gelu's erf form); see swiglu."""
+    """The gated epilogue ``C[:, j] = gelu(Z[:, 2j]) * Z[:, 2j + 1]`` (gelu's erf form; ``layout="split"``:
+    ``gelu(Z[:, j]) * Z[:, n / 2 + j]``); see swiglu."""
     return _gated("geglu", layout)
 
 
@@ -137,8 +143,9 @@ def to_hook(value: str | Hook | None, slot: str) -> Hook:
         return GATED[name]
     if name in ("swiglu", "geglu"):
         raise ArgumentError(f"{slot}={value!r}: say where the gate and up columns are, "
-                            f"blasdx.{name}(layout='interleaved') (gate j at the product's column 2j, up j at 2j + 1), "
-                            f"or the string {name + '_interleaved'!r}")
+                            f"blasdx.{name}(layout='interleaved') ({GATE_LAYOUTS['interleaved']}) or "
+                            f"blasdx.{name}(layout='split') ({GATE_LAYOUTS['split']}), or the strings "
+                            f"{name + '_interleaved'!r}, {name + '_split'!r}")
     if is_identifier(name) and name != "x":
         raise ArgumentError(
             f"{slot}={value!r} is not a built-in hook; the built-ins are {', '.join(BUILTINS)} "
@@ -187,8 +194,9 @@ class Fusion:
     scale_a: str = ""
     scale_b: str = ""
     # The gated epilogue's activation (GATES; execute()'s epilogue=blasdx.swiglu/geglu), "" for none: C holds half
-    # of the product's columns (GridPlan.gated).
+    # of the product's columns (GridPlan.gated); gate_split: its gate and up are the product's halves (layout="split").
     gate: str = ""
+    gate_split: bool = False
 
     def reading_bias_by_column(self) -> Fusion:
         """This fusion for a bias alike on every row of C (see bias_rows_alike)."""
@@ -215,7 +223,7 @@ class Fusion:
     @cached_property
     def _hash(self) -> int:
         return hash((*(hook for _, hook in self.slots), self.bias, self.bias_rows_alike, self.scale_a, self.scale_b,
-                     self.gate))
+                     self.gate, self.gate_split))
 
     def __hash__(self) -> int:  # computed once: fusions key the per-call launch caches
         return self._hash
@@ -226,8 +234,8 @@ class Fusion:
                                      + (("rows alike",) if self.bias_rows_alike else ()))
         if self.scaled:  # (kernels without scales keep their names)
             parts += (("scales", self.scale_a, self.scale_b),)
-        if self.gate:
-            parts += (("gate", self.gate),)
+        if self.gate:  # (interleaved kernels keep their names)
+            parts += (("gate", self.gate, "split") if self.gate_split else ("gate", self.gate),)
         return hashlib.sha256(repr(parts).encode()).hexdigest()[:8]
 
     @property
@@ -275,4 +283,5 @@ def make_fusion(*, prologue, epilogue, a_load, b_load, c_load, c_store, has_bias
         check_hook(hook, slot, value_precision[slot], is_complex)
     gate = hooks["c_store"].gate
     return Fusion(a_load=hooks["a_load"], b_load=hooks["b_load"], c_load=hooks["c_load"],
-                  c_store=IDENTITY if gate else hooks["c_store"], bias=has_bias, gate=gate)
+                  c_store=IDENTITY if gate else hooks["c_store"], bias=has_bias, gate=gate,
+                  gate_split=bool(gate) and gate_is_split(hooks["c_store"]))

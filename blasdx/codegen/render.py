@@ -256,7 +256,7 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
     if plan.tma:  # a grouped kernel's A is one matrix (item 0), its B one a group (Grouped('k'): one matrix too)
         ragged_k = getattr(plan, "ragged_k", False)
         tma = {"a_tma": _tma_context(plan.tma_operand("a"), "row0", "0" if plan.grouped else "item"),
-               "b_tma": _tma_context(plan.tma_operand("b"), "col0", "0" if ragged_k else "item"),
+               "b_tma": _tma_context(plan.tma_operand("b"), "col0", "0" if ragged_k else "item", plan.gate_split),
                "producer_registers": PRODUCER_REGISTERS, "consumer_registers": plan.consumer_registers}
     if plan.tma_store:
         tma.update(c_box_swizzle=plan.c_box_swizzle, c_staging_offset=plan.c_staging_offset,
@@ -268,17 +268,21 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         overlapped=_overlapped(plan), tma=plan.tma, promotes=plan.tile.promote_k > 0, promotes_in_pairs=plan.tile.promotes_in_pairs, stages_c=plan.stages_c(fusion.has_epilogue),
         c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, grouped=plan.grouped,
-        ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, tma_store=plan.tma_store, **tma,
+        ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, tma_store=plan.tma_store,
+        gate_split=plan.gate_split, **tma,
         **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped, tma_store=plan.tma_store))
 
 
-def _tma_context(operand: TmaOperand, origin: str, item: str) -> dict:
+def _tma_context(operand: TmaOperand, origin: str, item: str, halves: bool = False) -> dict:
     """What tma.cuh.j2 prints of one operand: its slabs and the box coordinates of slab 0
-    (``k0`` along k; ``origin``, the tile's row0 or col0, along m or n; ``item``, its batch item)."""
+    (``k0`` along k; ``origin``, the tile's row0 or col0, along m or n; ``item``, its batch item). ``halves``
+    (GridPlan.gate_split, B): the tile's halves along n come from B's columns col0 / 2 (the gate's) and
+    problem_n / 2 + col0 / 2 (the up's)."""
     inner, outer = ("k0", origin) if operand.k_inner else (origin, "k0")
     return {"slabs": operand.slabs, "slab_bytes": operand.slab_bytes, "slab_elements": operand.slab_elements,
             "slab_rows": operand.slab_rows, "swizzle": operand.swizzle, "split_rows": operand.k_inner,
-            "inner_origin": inner, "outer_origin": outer, "item": item}
+            "inner_origin": inner, "outer_origin": outer, "item": item, "halves": halves,
+            "gate_origin": f"{origin} / 2", "up_origin": f"(problem_n / 2 + {origin} / 2)"}
 
 
 def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False, grouped: bool = False,

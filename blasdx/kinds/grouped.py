@@ -53,11 +53,11 @@ class GroupedPlan(GridPlan):
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=True, scaled=scaled, grouped=True)
 
-    def gate_refusal(self) -> str:
+    def gate_refusal(self, split: bool = False) -> str:
         if self.ragged_k:
             return ("a gated epilogue (SwiGLU, GeGLU) gates the forward product's columns; Grouped('k') computes the "
                     "weights' gradient: use it on a Grouped() descriptor")
-        return super().gate_refusal()
+        return super().gate_refusal(split)
 
     def tile_rows_bound(self, rows: int, groups: int) -> int:
         """The most tile rows ``rows`` rows in ``groups`` groups make (each group's last tile may be part full)."""

@@ -149,7 +149,7 @@ class GemmPlan:
             return 0
         return self.tile_n // 2 * (2 if self.promotes_in_pairs else 1)
 
-    def gated(self) -> GemmPlan:
+    def gated(self, split: bool = False) -> GemmPlan:
         """No gated epilogue here (DescriptorPlan.gated): the block GEMM's tiles are C's whole width."""
         raise ArgumentError(f"a gated epilogue (SwiGLU, GeGLU) runs on Grid() and Grouped() descriptors; this one is "
                             f"{self.execution.capitalize()}(): use descriptor.replace(Grid()), or apply the gate after "

@@ -70,6 +70,8 @@ TMA_STATIC_SHARED = 256
 # of a few stages needs a few K tiles to fill).
 MAX_SPLITS = 16
 MIN_SPLIT_K_TILES = 4
+# How weights kept split, [gate | up], interleave once (a gated epilogue's fix where layout='split' cannot run).
+INTERLEAVE_WEIGHTS = "w.view(k, 2, n // 2).transpose(1, 2).reshape(k, n) (PyTorch; B (k, n), n = 2 * C's columns)"
 # Values of padding after each line of C staged in shared memory (GridPlan.stages_c): lines 4 banks apart.
 STAGED_C_PADDING = 4
 # The TMA stores of C (GridPlan.tma_store): a warpgroup stages a box of TMA_STORE_ROWS rows (a wgmma tile's) and
@@ -137,6 +139,10 @@ class GridPlan:
     # the stores held them: benchmarks/RESULTS.md, Grid against cuBLAS). grid_with_alignment decides, where A and B
     # come by TMA, C's alignment allows and tma_store_fits.
     tma_store: bool = False
+    # A gated epilogue's product (gated) with gate and up the halves of B's columns, weights kept as [gate | up]
+    # (blasdx.swiglu(layout="split")): the tile at col0 multiplies B's columns col0 / 2 .. (gate) into its first
+    # n / 2 columns and n / 2 + col0 / 2 .. (up) into the rest, as TMA copies them (tma.cuh.j2's produce_range).
+    gate_split: bool = False
     # The block GEMM of a whole batch item, whose batched kernel execute() runs in place of the
     # grid kernel on large batches (item_block_choice); None where the grid kernel always runs.
     # Not in the repr, which identifies the grid kernel's source in the kernel cache.
@@ -236,6 +242,10 @@ class GridPlan:
         are promoted: the tile must promote them (FP8 wgmma, Accumulation('accurate')), see them as they come (no
         load hooks, which take mma.sync) and lie in one block of the scales along k and, for B's, along n."""
         tile = self.tile
+        if self.gate_split and scale_b in ("col", "block"):
+            return (f"B's {scale_b} scales follow B's columns, which layout='split' gathers from two places into a "
+                    f"tile; scale B per tensor, or interleave the weights (and their scales) once and pass "
+                    f"layout='interleaved': {INTERLEAVE_WEIGHTS}")
         if "block" not in (scale_a, scale_b):
             return ""
         if not tile.promote_k:
@@ -257,10 +267,11 @@ class GridPlan:
                     f"column block of B's scales; use Tile({tile.m}, {PROMOTION_K}, {tile.k})")
         return ""
 
-    def gate_refusal(self) -> str:
+    def gate_refusal(self, split: bool = False) -> str:
         """Why the grid kernel cannot gate its products (execute()'s epilogue=blasdx.swiglu/geglu; "" where it can):
         a lane must hold each pair of the product's columns (2j, 2j + 1), as mma.sync and wgmma tiles do (c_col), of
-        real floating-point values, and C its default leading dimension (its columns are half of the product's)."""
+        real floating-point values, and C its default leading dimension (its columns are half of the product's).
+        ``split`` (layout="split"): split_refusal's conditions too."""
         c = self.c
         if self.is_complex or not PRECISIONS[c.precision].is_float:
             what = f"complex {c.precision}" if self.is_complex else c.precision
@@ -274,20 +285,58 @@ class GridPlan:
         if c.ld != (self.n if c.layout == "row_major" else self.m):
             return (f"a gated epilogue writes C with n / 2 = {self.n // 2} columns at its own leading dimension; this "
                     f"descriptor's LeadingDimension sets C's to {c.ld}: leave C's at its default")
+        return self.split_refusal() if split else ""
+
+    def split_refusal(self) -> str:
+        """Why the kernel cannot gate weights kept split (layout="split"; "" where it can): TMA copies B's gate and
+        up halves of each tile from their two places (gate_split), so the kernel must be TMA's (SM 900, wgmma tiles,
+        16-byte leading dimensions), a warpgroup's tile the block tile's whole width (its lanes hold gate and up of
+        a column, tile_n / 2 apart), and each half whole boxes: rows of 8 swizzled lines (K-major B) or slabs."""
+        t = self.tile
+        fix = f"or interleave the weights once and pass layout='interleaved': {INTERLEAVE_WEIGHTS}"
+        if not tma_runs(self, 16, 16):
+            what = "run the TMA kernel (SM 900, wgmma tiles)"
+            why = (f"this GEMM's tiles run {t.instruction.name} on SM {self.sm} (explain() says why)"
+                   if self.sm < TMA_MIN_SM or not (t.a.swizzle and t.b.swizzle) else
+                   f"its leading dimensions must be multiples of 16 bytes, and this descriptor's lda, ldb are "
+                   f"{self.a.ld}, {self.b.ld} elements of {self.a.element_size} and {self.b.element_size} bytes")
+            return (f"blasdx.swiglu/geglu(layout='split') copies each tile's gate and up columns of B from their two "
+                    f"places by TMA, so it must {what}; {why}: describe it so, {fix}")
+        b = self.tma_operand("b")
+        if t.tile_n != t.n:
+            return (f"layout='split' needs one warpgroup across the tile's {t.n} columns (its lanes hold gate and up "
+                    f"of a column); this tile's warpgroups are {t.tile_n} wide: use a Tile of n <= 256, {fix}")
+        if b.k_inner and b.slab_rows // 2 * b.swizzle % 1024:
+            return (f"layout='split' copies the gate and up halves of the tile's {t.n} columns of B as boxes on "
+                    f"1024-byte boundaries, but half of them is {t.n // 2} lines of {b.swizzle} bytes: use a Tile "
+                    f"whose n is a multiple of {2 * 1024 // b.swizzle}, {fix}")
+        if not b.k_inner and b.slabs % 2:
+            return (f"layout='split' copies the gate and up halves of the tile's {t.n} columns of row-major B as "
+                    f"whole slabs of {b.slab_elements} columns, but the tile has {b.slabs}: use a Tile whose n is a "
+                    f"multiple of {2 * b.slab_elements} (Tile({t.m}, {2 * b.slab_elements * -(-b.slabs // 2)}, {t.k})), "
+                    f"{fix}")
+        half_bytes = self.n // 2 * b.element_size
+        if not b.k_inner and half_bytes % 16:
+            # a box's first element along a tensor map's contiguous dimension must lie on a 16-byte boundary
+            # (the GPU stops the kernel with an illegal instruction otherwise)
+            return (f"layout='split' copies the up half of row-major B from its column n / 2 = {self.n // 2}, "
+                    f"{half_bytes} bytes into each row, but TMA copies start on 16-byte boundaries: make n / 2 a "
+                    f"multiple of {16 // b.element_size} (pad both halves of the weights with zero columns), store B "
+                    f"column-major (k contiguous), {fix}")
         return ""
 
-    def gated(self) -> GridPlan:
+    def gated(self, split: bool = False) -> GridPlan:
         """This plan for a gated epilogue (Fusion.gate): C holds n / 2 columns, C(r, j) the gate of the product's
-        columns 2j and 2j + 1 (templates/gated_c.cuh.j2); no batched alternative (item_block) takes it.
-        ArgumentError where gate_refusal says why not."""
-        refusal = self.gate_refusal()
+        columns 2j and 2j + 1 (templates/gated_c.cuh.j2), or j and n / 2 + j where ``split`` (gate_split); no
+        batched alternative (item_block) takes it. ArgumentError where gate_refusal says why not."""
+        refusal = self.gate_refusal(split)
         if refusal:
             raise ArgumentError(refusal)
         c, cols = self.c, self.n // 2
         row_major = c.layout == "row_major"
         gated_c = replace(c, cols=cols, ld=cols if row_major else c.ld, smem_ld=cols if row_major else c.smem_ld,
                           outer=c.rows if row_major else cols, inner=cols if row_major else c.rows)
-        return replace(self, c=gated_c, item_block=None, tma_store=False)
+        return replace(self, c=gated_c, item_block=None, tma_store=False, gate_split=split)
 
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled, tma_store=self.tma_store)
@@ -446,6 +495,8 @@ class GridPlan:
         del fields["item_block"]  # another kernel's plan: nothing of it is in this one's code
         if not self.tma_store:  # (the other kernels keep their names)
             del fields["tma_store"]
+        if not self.gate_split:  # (the other kernels keep their names)
+            del fields["gate_split"]
         del fields["tile"]["instruction_reason"]  # explain()'s words
         return digest_of(fields)
 
@@ -579,6 +630,12 @@ def grid_with_alignment(plan: GridPlan, alignment: tuple[int, int, int]) -> Grid
         vec = vector_bytes_of(align, x.inner * x.element_size, ld_bytes)
         mats[x.name] = replace(x, alignment=align, vector_bytes=vec, shared_alignment=16)
     tma = tma_runs(plan, mats["a"].alignment, mats["b"].alignment)
+    if plan.gate_split and not tma:
+        raise ArgumentError(
+            f"blasdx.swiglu/geglu(layout='split') runs on the TMA kernel, whose A and B start on 16-byte boundaries "
+            f"(pointers and batch strides); this call's are aligned to {mats['a'].alignment} and "
+            f"{mats['b'].alignment} bytes: align them, or interleave the weights once and pass "
+            f"layout='interleaved': {INTERLEAVE_WEIGHTS}")
     c = plan.c  # TMA stores C where it starts, and steps between rows and batch items, on 16-byte boundaries
     tma_store = tma and plan.tma_store_fits and alignment[2] >= 16 and c.ld * c.element_size % 16 == 0
     if mats["a"] == tile.a and mats["b"] == tile.b and tma == plan.tma and tma_store == plan.tma_store:

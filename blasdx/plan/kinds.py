@@ -46,8 +46,8 @@ class DescriptorPlan(Protocol):
     # recipe (blasdx.runtime.scales: "tensor", "row", "col", "block"; "" for none); ``load_hooks``, a_load or b_load given.
     def scales_refusal(self, scale_a: str, scale_b: str, load_hooks: bool, /) -> str: ...
     # This plan for a gated epilogue (execute()'s epilogue=blasdx.swiglu/geglu: C holds half of the product's
-    # columns); ArgumentError, with the fix, where its kernel cannot gate.
-    def gated(self) -> DescriptorPlan: ...
+    # columns; ``split``: gate and up the product's halves); ArgumentError, with the fix, where its kernel cannot gate.
+    def gated(self, split: bool = False) -> DescriptorPlan: ...
 
 
 class KernelPlan(Protocol):

@@ -252,7 +252,9 @@ def operand_layout(plan: GridPlan, name: str, view: MatrixView, batch: int, grou
                              box_inner=plan.c_box_swizzle // c.element_size, box_outer=TMA_STORE_ROWS,
                              swizzle=plan.c_box_swizzle)
     whole, part = getattr(plan, name), plan.tma_operand(name)
-    halved = plan.cluster and name == "b" and part.k_inner  # each block of a cluster copies half of B's rows
+    # B's slabs in halves of their rows where k is its contiguous dimension: each block of a cluster copies one, and
+    # a gated split epilogue (gate_split) copies the gate's and the up's from their two places
+    halved = (plan.cluster or plan.gate_split) and name == "b" and part.k_inner
     outer = (view.shape[-2] if whole.layout == "row_major" else view.shape[-1]) if grouped else whole.outer
     batch = (view.batch or 1) if grouped else batch
     return OperandLayout(element_size=whole.element_size, inner=whole.inner, outer=outer, batch=batch,
