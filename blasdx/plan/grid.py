@@ -133,7 +133,7 @@ class GridPlan:
     # slabs (TmaOperand) while the tile's warpgroups multiply. grid_with_alignment decides, from
     # the arrays' alignment; the cp.async K loop (mainloop_range) runs elsewhere.
     tma: bool = False
-    # Whether C leaves by TMA stores where beta is 0: each warpgroup writes its tile box by box (c_box_swizzle bytes
+    # Whether C leaves by TMA stores: each warpgroup writes its tile (alpha, beta, hooks and bias applied) box by box (c_box_swizzle bytes
     # a row, swizzled) into shared memory after the stages and one of its threads stores the box by TMA, so the
     # tile's warpgroups go on to the next tile's K loop while C drains (templates/tma_store.cuh.j2; from registers,
     # the stores held them: benchmarks/RESULTS.md, Grid against cuBLAS). grid_with_alignment decides, where A and B
