@@ -1604,14 +1604,19 @@ constexpr int c_buffers = 1;  // GridPlan.c_staging_buffers
 constexpr int c_box_swizzle = 128, c_box_cols = c_box_swizzle / static_cast<int>(sizeof(c_t));
 constexpr int c_box_rows = tile_m, c_box_bytes = c_box_rows * c_box_swizzle, c_boxes = tile_n / c_box_cols;
 constexpr unsigned c_staging_offset = 196608;  // GridPlan.c_staging_offset
-static_assert(pm == 1 && in_ % 2 == 0 && c_box_cols % in_ == 0 && tile_n % c_box_cols == 0 && c_box_rows == 64,
+// Instruction tiles j of a box, and of them those whose C (beta != 0) a thread reads before it writes any: all of a
+// box's reads at once spilled a kernel with hooks and a bias (float32 C, 96 registers a thread).
+constexpr int c_box_tiles = c_box_cols / in_, c_read_tiles = c_box_tiles < 2 ? c_box_tiles : 2;
+static_assert(pm == 1 && in_ % 2 == 0 && c_box_cols % in_ == 0 && tile_n % c_box_cols == 0 && c_box_rows == 64 &&
+                  c_box_tiles % c_read_tiles == 0,
               "a warpgroup's tile is whole boxes of whole instruction tiles (blasdx.plan.grid.stores_c_by_tma)");
 
 // The warpgroup's threads only (barriers 2 .., one a warpgroup; 1 is the tile's).
 __device__ __forceinline__ void warpgroup_sync(int group) { asm volatile("bar.sync %0, 128;" ::"r"(2 + group) : "memory"); }
 
 // store_block_tile by TMA: C(row0 .., col0 ..) = c_store(alpha * acc + beta * c_load(C)) of batch item `item`, whose
-// C is `c` (read where beta != 0, a lane's pair at a time).
+// C is `c` (read where beta != 0, c_read_tiles instruction tiles of a box at a time, the first before the box waits
+// for its buffer).
 // `boxes` counts the boxes this thread's warpgroup stored so far (over the block's tiles): box b goes through buffer
 // b % c_buffers, once the store of box b - c_buffers has read it. Values past the problem's edges are not computed (the hooks read
 // nothing there); TMA writes nothing of them.
@@ -1635,21 +1640,37 @@ __device__ __forceinline__ void store_block_tile_tma(const accumulator& acc, con
 #pragma unroll
     for (int box = 0; box < c_boxes; ++box, ++boxes) {
       unsigned char* buffer = staging + boxes % c_buffers * c_box_bytes;
-      if (elected) blasdx::bulk_wait_read<c_buffers - 1>();  // the store c_buffers boxes ago has read this buffer
-      warpgroup_sync(group);
 #pragma unroll
-      for (int j = box * (c_box_cols / in_); j < (box + 1) * (c_box_cols / in_); ++j)
+      for (int jj0 = 0; jj0 < c_box_tiles; jj0 += c_read_tiles) {
+        c_pair_t olds[c_read_tiles][c_vals / 2] = {};  // C where beta != 0, c_read_tiles instruction tiles in flight
+        if (reads_c)
 #pragma unroll
-        for (int v = 0; v < c_vals; v += 2) {
-          const int r = at.m0 + w.row0 + c_row(v, w.g, w.t), col = at.n0 + j * in_ + c_col(v, w.g, w.t);
-          c_pair_t old{}, out{};
-          if (reads_c && r < rows && col + 1 < cols) old = *reinterpret_cast<const c_pair_t*>(c_tile + c_global(r, col));
-          else if (reads_c && r < rows && col < cols) old.x = c_tile[c_global(r, col)];
-          if (r < rows && col < cols) out.x = epilogue(r, col, values[0][j][v], old.x, alpha, beta, c_load, c_store);
-          if (r < rows && col + 1 < cols) out.y = epilogue(r, col + 1, values[0][j][v + 1], old.y, alpha, beta, c_load, c_store);
-          const int byte = (col - at.n0 - box * c_box_cols) * static_cast<int>(sizeof(c_t));
-          *reinterpret_cast<c_pair_t*>(buffer + blasdx::swizzled_offset<c_box_swizzle, c_box_rows>(r - at.m0, byte)) = out;
+          for (int jj = 0; jj < c_read_tiles; ++jj)
+#pragma unroll
+            for (int v = 0; v < c_vals; v += 2) {
+              const int r = at.m0 + w.row0 + c_row(v, w.g, w.t);
+              const int col = at.n0 + (box * c_box_tiles + jj0 + jj) * in_ + c_col(v, w.g, w.t);
+              if (r < rows && col + 1 < cols) olds[jj][v / 2] = *reinterpret_cast<const c_pair_t*>(c_tile + c_global(r, col));
+              else if (r < rows && col < cols) olds[jj][v / 2].x = c_tile[c_global(r, col)];
+            }
+        if (jj0 == 0) {  // (the first reads in flight meanwhile)
+          if (elected) blasdx::bulk_wait_read<c_buffers - 1>();  // the store c_buffers boxes ago has read this buffer
+          warpgroup_sync(group);
         }
+#pragma unroll
+        for (int jj = 0; jj < c_read_tiles; ++jj)
+#pragma unroll
+          for (int v = 0; v < c_vals; v += 2) {
+            const int j = box * c_box_tiles + jj0 + jj;
+            const int r = at.m0 + w.row0 + c_row(v, w.g, w.t), col = at.n0 + j * in_ + c_col(v, w.g, w.t);
+            const c_pair_t& old = olds[jj][v / 2];
+            c_pair_t out{};
+            if (r < rows && col < cols) out.x = epilogue(r, col, values[0][j][v], old.x, alpha, beta, c_load, c_store);
+            if (r < rows && col + 1 < cols) out.y = epilogue(r, col + 1, values[0][j][v + 1], old.y, alpha, beta, c_load, c_store);
+            const int byte = (col - at.n0 - box * c_box_cols) * static_cast<int>(sizeof(c_t));
+            *reinterpret_cast<c_pair_t*>(buffer + blasdx::swizzled_offset<c_box_swizzle, c_box_rows>(r - at.m0, byte)) = out;
+          }
+      }
       blasdx::fence_async_shared();  // the writes, seen by the TMA store
       warpgroup_sync(group);
       if (elected) {
