@@ -1,5 +1,5 @@
-"""The device API of Block() and Grid() descriptors in Numba kernels (numba-cuda): ``device_api(GEMM)`` (import
-it explicitly).
+"""The device API of Block(), Grid() and Grouped() descriptors in Numba kernels (numba-cuda): ``device_api(GEMM)``
+(import it explicitly).
 
     import blasdx.numba
     g = blasdx.numba.device_api(GEMM)             # any Block() descriptor; arch=, hooks and bias= as execute()'s
@@ -31,6 +31,23 @@ its tile loop on the whole matrices (the C++ names of its device_source(); the K
     kernel.compile(signature); blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
     kernel[sms, g.block_dim, 0, g.shared_memory_size](a, b, c, 1.0, 0.0)
 
+A Grouped() descriptor (n, k fixed; each call's rows cut into groups by int32 offsets on the device, the ends of
+the groups in A's rows) gives Grid()'s pieces with the groups' scheduler of its device_source() instead of the
+tile order of a fixed m (no problem_m, block_tiles, block_tile_origin):
+
+    g = blasdx.numba.device_api(GROUPED, arch=900)
+    @cuda.jit
+    def kernel(a, b, c, offsets, groups, rows, alpha, beta):  # A (rows, k), B (groups, k, n), C (rows, n)
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        schedule = g.make_schedule()              # the block's schedule in shared memory (g.schedule_size bytes)
+        g.schedule_groups(offsets, groups, rows, schedule)   # all threads; at most g.max_groups groups
+        for w in range(cuda.blockIdx.x, g.scheduled_tiles(schedule, groups), cuda.gridDim.x):
+            at = g.tile_of_groups(w, schedule, groups)      # (group, row0, col0, rows inside the group)
+            group, row0, col0, group_rows = at
+            acc = g.make_accumulator()
+            g.group_mainloop(a, b[group * g.b_group_size:], at, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta, group_rows)  # the group's rows alone
+
 blasdx compiles the device API, wrapped in ``extern "C"`` functions (templates/numba.cu.j2), to LTO-IR with its
 NVRTC and disk cache (blasdx.pipeline.numba_unit); each function of ``g`` is a Numba intrinsic that calls one of
 them and adds the LTO-IR to the kernel's link, where nvJitLink inlines it (LTO is required: without it every call
@@ -45,6 +62,7 @@ arrays (``cuda.as_cuda_array(x)``, once) where short kernels are launched often.
 from __future__ import annotations
 
 import inspect
+import itertools
 import re
 import types as pytypes
 from importlib import metadata as importlib_metadata
@@ -156,7 +174,7 @@ def _numba_dtype(precision: str, is_complex: bool) -> Any:
 def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = None, epilogue: Any = None,
                a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
                bias: bool | str = False, link: str = "ltoir") -> pytypes.ModuleType:
-    """The device API of Block() or Grid() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and
+    """The device API of Block(), Grid() or Grouped() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and
     facts (module docstring). ``arch`` (as 900): the SM Numba links for, by default the current GPU's; the hooks
     as execute() takes them; ``bias=True`` adds the stores' arguments (bias, row stride, column stride), the tile's
     bias for store, the whole problem's for store_block_tile (as its C); ``bias="row"`` one row of n values read by
@@ -166,14 +184,14 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
     if not isinstance(gemm, Descriptor):
         raise ArgumentError(f"device_api() takes a blasdx descriptor, got {type(gemm).__name__}")
     plan = gemm.plan
-    if plan.execution == "grouped":
-        raise UnsupportedError("blasdx.numba does not offer Grouped()'s device API yet (its groups' schedule); run "
-                               "it with execute(), or loop over the groups in your kernel with the Block() device "
-                               "API of its tile, device_api(descriptor.tile_descriptor), whose load_a_partial and "
-                               "store_partial take a group's rows")
-    if plan.execution not in ("block", "grid"):
-        raise UnsupportedError(f"blasdx.numba offers the device APIs of Block() and Grid() descriptors; this "
-                               f"descriptor is {plan.execution.capitalize()}(): use descriptor.replace(Block())")
+    if getattr(plan, "ragged_k", False):
+        raise UnsupportedError("blasdx.numba offers Grouped()'s device API (groups of A's and C's rows), and Grouped('k') "
+                               "has no groups' schedule (its groups cut k); run it with execute(), or walk each group's "
+                               "K rows with the Block() device API of its tile, device_api(descriptor.tile_descriptor), "
+                               "whose load_a_partial and load_b_partial take a group's last K tile")
+    if plan.execution not in ("block", "grid", "grouped"):
+        raise UnsupportedError(f"blasdx.numba offers the device APIs of Block(), Grid() and Grouped() descriptors; "
+                               f"this descriptor is {plan.execution.capitalize()}(): use descriptor.replace(Block())")
     if bias not in (False, True, "row"):
         raise ArgumentError(f"bias must be False, True or 'row', got {bias!r}")
     if link not in ("ltoir", "source"):
@@ -227,6 +245,16 @@ _GRID_FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("rows_inside", "rows_inside", ("int",), "int"),
     ("cols_inside", "cols_inside", ("int",), "int"),
 )
+# A Grouped() descriptor's tile loop (templates/numba_grouped.cuh.j2): "offsets" (int32 group ends), "schedule"
+# (make_schedule's int32 array), "groups" (an int32), "long" (an int64), "at" (tile_of_groups's 4 int32); beside them
+# make_schedule() and tile_of_groups(w, schedule, groups), the tuple (group, row0, col0, rows) (_namespace's).
+_GROUPED_FUNCTIONS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("schedule_groups", "schedule_groups", ("offsets", "groups", "long", "schedule"), "void"),
+    ("scheduled_tiles", "scheduled_tiles", ("schedule", "groups"), "long"),
+    ("group_mainloop", "group_mainloop", ("a", "b", "at", "smem", "acc"), "void"),
+    ("cols_inside", "cols_inside", ("int",), "int"),
+    ("store_block_tile", "store_block_tile", ("acc", "c", "int", "int", "scalar", "scalar", "int"), "void"),
+)
 _BIAS = ("bias", "int", "int")  # after the arguments of every store: bias, its row and column strides
 
 
@@ -243,13 +271,18 @@ def _fixed_arity(typer: Any, name: str, arity: int) -> Any:
 # One linked object a unit (and arch; 0: source): Numba links a kernel's files once each (a set of objects), so two
 # namespaces of one unit in a kernel (device_api called twice) add it once, not twice (duplicate symbols).
 _LINKED: dict[tuple[str, int], Any] = {}
+# Numbers the schedules' shared arrays: unique names in every module (NVVM cannot keep shared memory internal, as
+# numba-cuda's own shared arrays say, so a name must not repeat across the modules of a kernel).
+_SCHEDULES = itertools.count()
 
 
 def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str, bias: bool) -> pytypes.ModuleType:
-    """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry (and _GRID_FUNCTIONS entry, for a
-    Grid() descriptor's plan) calling ``<prefix>_<function>`` of ``code`` (LTOIR or CUSource, for ``target``),
-    make_accumulator (and block_tile_origin), the facts."""
+    """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry (and _GRID_FUNCTIONS entry for a
+    Grid() descriptor's plan, _GROUPED_FUNCTIONS entry for a Grouped() descriptor's) calling ``<prefix>_<function>``
+    of ``code`` (LTOIR or CUSource, for ``target``), make_accumulator (and block_tile_origin; make_schedule and
+    tile_of_groups), the facts."""
     grid = isinstance(plan, GridPlan)
+    grouped = grid and plan.grouped
     tile = plan.tile if grid else plan  # the block GEMM: a Grid() descriptor's tile
     value = tile.mma_acc_type or tile.acc_type
     acc_dtype = getattr(types, (_COMPLEX if plan.is_complex else _ACCUMULATOR)[value])
@@ -274,6 +307,18 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
                         f"blasdx: {function}() argument {i + 1} is this GEMM's {matrix} ({what}): an array of {want}, "
                         f"got {arg}. Array dtypes by precision: {_ALLOWED}")
                 declared.append(arg)
+            elif kind in ("offsets", "schedule"):
+                if not (isinstance(arg, types.Array) and arg.dtype == types.int32 and arg.ndim == 1):
+                    need = ("the groups' ends in A's rows (offsets): a 1-D array of int32" if kind == "offsets" else
+                            "the groups' schedule: the int32 array of make_schedule()")
+                    raise TypingError(f"blasdx: {function}() argument {i + 1} must be {need}, got {arg}")
+                declared.append(arg)
+            elif kind == "at":
+                if not (isinstance(arg, types.BaseTuple) and len(arg) == 4
+                        and all(isinstance(x, types.Integer) for x in arg)):
+                    raise TypingError(f"blasdx: {function}() argument {i + 1} must be a tile of tile_of_groups() "
+                                      f"(group, row0, col0, rows), got {arg}")
+                declared.append(types.UniTuple(types.int32, 4))
             elif kind in ("acc", "smem"):
                 if not isinstance(arg, types.Array) or (kind == "acc" and arg.dtype != acc_dtype):
                     need = "the array of make_accumulator()" if kind == "acc" else "the shared-memory array"
@@ -287,7 +332,7 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
             else:
                 if not isinstance(arg, types.Integer):
                     raise TypingError(f"blasdx: {function}() argument {i + 1} must be an integer, got {arg}")
-                declared.append(types.int64 if kind == "ld" else types.int32)
+                declared.append(types.int64 if kind in ("ld", "long") else types.int32)
         return declared
 
     def lowering(symbol: str, result: str) -> Any:
@@ -305,9 +350,11 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
                     values.append(cgutils.create_struct_proxy(ty)(context, builder, value=v).data)
                 elif isinstance(ty, types.Complex):
                     values += [builder.extract_value(v, 0), builder.extract_value(v, 1)]
+                elif isinstance(ty, types.BaseTuple):  # a group's tile: its four int32 fields
+                    values += [builder.extract_value(v, j) for j in range(len(ty))]
                 else:
                     values.append(v)
-            returns = ir.VoidType() if result == "void" else ir.IntType(32)
+            returns = ir.VoidType() if result == "void" else ir.IntType(64 if result == "long" else 32)
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(returns, [v.type for v in values]),
                                                 symbol)
             out = builder.call(fn, values)
@@ -317,7 +364,7 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
         return codegen
 
     def external(name: str, suffix: str, kinds: tuple[str, ...], result: str) -> Any:
-        returns = {"void": types.void, "int": types.int32, "bool": types.boolean}[result]
+        returns = {"void": types.void, "int": types.int32, "long": types.int64, "bool": types.boolean}[result]
         codegen = lowering(f"{prefix}_{suffix}", result)
 
         def typer(typingctx: Any, *args: Any) -> Any:
@@ -357,8 +404,48 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
         return pair(types.int32), codegen
     origin.__name__ = "block_tile_origin"
 
+    schedule_array = types.Array(types.int32, 1, "C")
+
+    def make_schedule(typingctx: Any) -> Any:
+        words = plan.schedule_size // 4
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            # A block's shared int32 array, as cuda.shared.array(words, np.int32) declares one (address space 3).
+            storage = cgutils.add_global_variable(builder.module, ir.ArrayType(ir.IntType(32), words),
+                                                  f"{prefix}_schedule_{next(_SCHEDULES)}", addrspace=3)
+            storage.initializer = ir.Constant(storage.type.pointee, ir.Undefined)
+            storage.align = 16
+            data = builder.addrspacecast(storage, ir.PointerType(ir.IntType(32)), "generic")
+            ary = context.make_array(schedule_array)(context, builder)
+            four = context.get_constant(types.intp, 4)
+            context.populate_array(ary, data=data, shape=cgutils.pack_array(
+                builder, [context.get_constant(types.intp, words)]), strides=cgutils.pack_array(builder, [four]),
+                itemsize=four, meminfo=None)
+            return ary._getvalue()
+        return schedule_array(), codegen
+    make_schedule.__name__ = "make_schedule"
+
+    def tile_of_groups(typingctx: Any, w: Any, schedule: Any, groups: Any) -> Any:
+        tile = types.UniTuple(types.int32, 4)
+        declared = typed("tile_of_groups", ("long", "schedule", "groups"), (w, schedule, groups))
+        call = lowering(f"{prefix}_tile_of_groups", "void")
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            fields = cgutils.alloca_once(builder, ir.IntType(32), size=4, name="blasdx_group_tile")
+            out = types.Array(types.int32, 1, "C")
+            ary = context.make_array(out)(context, builder)
+            four = context.get_constant(types.intp, 4)
+            context.populate_array(ary, data=fields, shape=cgutils.pack_array(builder, [four]),
+                                   strides=cgutils.pack_array(builder, [four]), itemsize=four, meminfo=None)
+            call(context, builder, types.void(*sig.args, out), [*args, ary._getvalue()])
+            values = [builder.load(builder.gep(fields, [ir.Constant(ir.IntType(32), j)])) for j in range(4)]
+            return context.make_tuple(builder, tile, values)
+        return tile(*declared), codegen
+    tile_of_groups.__name__ = "tile_of_groups"
+
     g = pytypes.ModuleType(f"blasdx.numba.{prefix}", f"The device API of {gemm!r} for Numba kernels, for {target}.")
-    for name, suffix, kinds, result in _FUNCTIONS + (_GRID_FUNCTIONS if grid else ()):
+    tile_loop = _GROUPED_FUNCTIONS if grouped else _GRID_FUNCTIONS if grid else ()
+    for name, suffix, kinds, result in _FUNCTIONS + tile_loop:
         if bias and name.startswith("store"):
             kinds = (*kinds, *_BIAS)
         if name.endswith("_partial") and name.startswith("load") and plan.a.pack > 1:
@@ -372,11 +459,17 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
              "a_offset": tile.a.smem_offset, "b_offset": tile.b.smem_offset, "namespace": prefix,
              "accumulator_dtype": acc_dtype}
     if grid:  # the names of the C++ device API (templates/grid.cuh.j2); a stage's A and B at a_offset, b_offset
+        facts.update(problem_n=plan.n, problem_k=plan.k, problem_lda=plan.a.ld, problem_ldb=plan.b.ld,
+                     problem_ldc=plan.c.ld, stages=plan.stages, stage_size=tile.shared_memory_size,
+                     block_tiles_n=plan.tiles_n, k_tiles=plan.k_tiles)
+    if grouped:  # and of templates/grouped.cuh.j2; each call's rows come from the offsets, so no problem_m
+        setattr(g, "make_schedule", intrinsic(make_schedule))  # noqa: B010
+        setattr(g, "tile_of_groups", intrinsic(tile_of_groups))  # noqa: B010
+        facts.update(max_groups=plan.max_groups, schedule_size=plan.schedule_size,
+                     b_group_size=plan.b.ld * plan.b.outer)
+    elif grid:
         setattr(g, "block_tile_origin", intrinsic(origin))  # noqa: B010
-        facts.update(problem_m=plan.m, problem_n=plan.n, problem_k=plan.k, problem_lda=plan.a.ld,
-                     problem_ldb=plan.b.ld, problem_ldc=plan.c.ld, stages=plan.stages,
-                     stage_size=tile.shared_memory_size, block_tiles_m=plan.tiles_m, block_tiles_n=plan.tiles_n,
-                     block_tiles=plan.tiles, k_tiles=plan.k_tiles)
+        facts.update(problem_m=plan.m, block_tiles_m=plan.tiles_m, block_tiles=plan.tiles)
     else:
         facts["c_offset"] = tile.c.smem_offset  # a Grid() tile's C stays in registers: its stages hold A and B
     for name, fact in facts.items():

@@ -242,11 +242,16 @@ def render_grid_device_source(plan: GridPlan, name: str = "gemm") -> str:
     return render_common() + "\n" + render_grid_block(plan, name)
 
 
+def render_grouped_block(plan: GridPlan, name: str) -> str:
+    """A Grouped() descriptor's device code in namespace ``name`` (without the common helpers): Grid()'s, then the
+    groups' scheduler (schedule_groups, tile_of_groups, group_mainloop) for blocks of the tile's threads."""
+    return render_grid_block(plan, name) + "\n" + template("grouped.cuh.j2").render(
+        ns=name, max_groups=plan.max_groups, schedule_size=plan.schedule_size, block_threads=plan.tile.threads)
+
+
 def render_grouped_device_source(plan: GridPlan, name: str = "gemm") -> str:
-    """A Grouped() descriptor's device code in namespace ``name``: Grid()'s, then the groups' scheduler
-    (schedule_groups, tile_of_groups, group_mainloop) for blocks of the tile's threads."""
-    return render_grid_device_source(plan, name) + "\n" + template("grouped.cuh.j2").render(
-        ns=name, max_groups=plan.max_groups, block_threads=plan.tile.threads)
+    """Common helpers plus a Grouped() descriptor's device code in namespace ``name``."""
+    return render_common() + "\n" + render_grouped_block(plan, name)
 
 
 def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
@@ -268,7 +273,8 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         acc_bytes=plan.accumulator_bytes, acc_size=plan.tile.accumulator_size, split_k=plan.split_k,
         overlapped=_overlapped(plan), tma=plan.tma, promotes=plan.tile.promote_k > 0, promotes_in_pairs=plan.tile.promotes_in_pairs, stages_c=plan.stages_c(fusion.has_epilogue),
         c=matrix_context(plan.c, False), staged_padding=STAGED_C_PADDING, grouped=plan.grouped,
-        ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, tma_store=plan.tma_store,
+        ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, schedule_size=plan.schedule_size,
+        tma_store=plan.tma_store,
         gate_split=plan.gate_split, **tma,
         **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped, tma_store=plan.tma_store))
 
@@ -314,8 +320,9 @@ def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> st
 # Bytes of the accumulator's and the scalars' C types (render_numba_unit's static_asserts).
 _CPP_BYTES = {"float": 4, "double": 8, "int": 4}
 
-# The plans whose device API blasdx.numba offers: a Block() descriptor's, and a Grid() descriptor's (its tile's
-# block GEMM, with the K loop and tile helpers of templates/grid.cuh.j2).
+# The plans whose device API blasdx.numba offers: a Block() descriptor's, and a Grid() or Grouped() descriptor's (its
+# tile's block GEMM, with the K loop and tile helpers of templates/grid.cuh.j2, and the groups' scheduler of
+# templates/grouped.cuh.j2).
 NumbaPlan = GemmPlan | GridPlan
 
 
@@ -326,23 +333,27 @@ def numba_unit_identity(plan: NumbaPlan, fusion: Fusion = NO_FUSION) -> str:
 
 
 def render_numba_unit(plan: NumbaPlan, ns: str, fusion: Fusion = NO_FUSION) -> str:
-    """The block GEMM of ``plan`` (a Grid() plan's tile, with grid.cuh.j2's pieces) with its device API as
-    extern "C" functions named ``<ns>_<function>`` (templates/numba.cu.j2), with ``fusion``'s hooks, for a
-    Numba kernel's link (blasdx.numba)."""
+    """The block GEMM of ``plan`` (a Grid() plan's tile, with grid.cuh.j2's pieces; a Grouped() plan's, with
+    grouped.cuh.j2's too) with its device API as extern "C" functions named ``<ns>_<function>``
+    (templates/numba.cu.j2), with ``fusion``'s hooks, for a Numba kernel's link (blasdx.numba)."""
     check_namespace(ns)
+    tile_loop = ""  # which tile loop numba.cu.j2 wraps: none, "grid" (numba_grid.cuh.j2), "grouped" (numba_grouped.cuh.j2)
+    max_groups = schedule_size = 0
     if isinstance(plan, GridPlan):
         tile: GemmPlan = plan.tile
-        device = render_grid_block(plan, ns)
+        tile_loop = "grouped" if plan.grouped else "grid"
+        device = render_grouped_block(plan, ns) if plan.grouped else render_grid_block(plan, ns)
+        max_groups, schedule_size = plan.max_groups, plan.schedule_size
     else:
         tile, device = plan, render_block(plan, ns)
     value = tile.mma_acc_type or tile.acc_type
     scalar = tile.scalar_type.removeprefix("blasdx::complex<").removesuffix(">")
     wide = 2 if tile.is_complex else 1
     return template("numba.cu.j2").render(
-        common=render_common(), device=device, ns=ns, tile_loop=tile is not plan, acc_size=tile.accumulator_size,
+        common=render_common(), device=device, ns=ns, tile_loop=tile_loop, acc_size=tile.accumulator_size,
         acc_bytes=_CPP_BYTES[value] * wide, scalar_bytes=_CPP_BYTES[scalar] * wide, scalar_part=scalar,
         complex_scalar=tile.is_complex, a_layout=tile.a.layout, b_layout=tile.b.layout, a_pack=tile.a.pack,
-        b_pack=tile.b.pack,
+        b_pack=tile.b.pack, max_groups=max_groups, schedule_size=schedule_size,
         partial_loads=tile.a.pack == 1 and tile.b.pack == 1, a_precision=tile.a.precision,
         **fusion_context(ns, fusion))
 

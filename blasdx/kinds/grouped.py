@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # The most groups a call takes (each block keeps their schedule in shared memory: GroupedPlan.static_shared_memory_size).
 MAX_GROUPS = 1024
+# Bytes of that schedule (templates/grouped.cuh.j2's group_schedule: before[MAX_GROUPS + 1], end[MAX_GROUPS], 32 sums).
+SCHEDULE_SIZE = 4 * (2 * MAX_GROUPS + 1 + 32)
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class GroupedPlan(GridPlan):
     execution: ClassVar[str] = "grouped"  # blasdx.kinds.grouped
     grouped: ClassVar[bool] = True
     max_groups: ClassVar[int] = MAX_GROUPS
+    schedule_size: ClassVar[int] = SCHEDULE_SIZE
     # Grouped('k'): the groups cut k (A's columns, B's rows; C one matrix a group): each tile's K loop walks its
     # group's rows, the last K tile's rows past the group zeroed in shared memory. Else they cut A's and C's rows.
     ragged_k: bool = False
@@ -48,7 +51,7 @@ class GroupedPlan(GridPlan):
     @property
     def static_shared_memory_size(self) -> int:
         """The mbarriers and the groups' schedule (templates/grouped.cuh.j2's group_schedule)."""
-        return super().static_shared_memory_size + 4 * (2 * MAX_GROUPS + 1 + 32)
+        return super().static_shared_memory_size + SCHEDULE_SIZE
 
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=True, scaled=scaled, grouped=True)

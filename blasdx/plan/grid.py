@@ -110,6 +110,7 @@ class GridPlan:
     execution: ClassVar[str] = "grid"  # blasdx.kinds.grid
     grouped: ClassVar[bool] = False  # Grouped()'s plan (blasdx.kinds.grouped) says True
     max_groups: ClassVar[int] = 0  # the most groups its kernel takes
+    schedule_size: ClassVar[int] = 0  # bytes of its groups' schedule in shared memory (grouped.cuh.j2's group_schedule)
 
     sm: int
     m: int

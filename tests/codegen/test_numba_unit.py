@@ -1,14 +1,16 @@
 """The C-ABI unit that blasdx.numba links (pipeline.numba_unit), without numba-cuda (so under every NVRTC CI has):
 a Grid() descriptor's unit wraps its tile loop beside its tile's functions, takes the whole problem's bias, compiles
-to LTO-IR, and is keyed apart from its tile's unit."""
+to LTO-IR, and is keyed apart from its tile's unit; a Grouped() descriptor's wraps the groups' scheduler instead."""
 
 from __future__ import annotations
 
 import pytest
 
 import blasdx.pipeline
-from blasdx import SM, Arrangement, Grid, Precision, Size
+from blasdx import SM, Arrangement, Grid, Grouped, Precision, Size
 from blasdx.codegen.hooks import NO_FUSION
+from blasdx.errors import UnsupportedError
+from blasdx.kinds.grouped import SCHEDULE_SIZE
 
 pytestmark = pytest.mark.compile
 
@@ -47,3 +49,46 @@ def test_grid_units_compile_to_ltoir(arch):
     unit = blasdx.pipeline.numba_unit(desc.plan, fusion, arch)
     assert unit.arch == arch and len(unit.ltoir) > 0
     assert unit.namespace == blasdx.pipeline.numba_unit_source(desc.plan, fusion)[0]
+
+
+GROUPED = GRID.replace(Size(256, 200, 320)).replace(Grouped())  # k of whole 16 bytes a row, as TMA takes
+GROUPS_LOOP = ("void {}_schedule_groups(", "long long {}_scheduled_tiles(", "void {}_tile_of_groups(",
+               "int {}_cols_inside(", "void {}_group_mainloop(", "void {}_store_block_tile(")
+
+
+def test_a_grouped_unit_wraps_the_groups_scheduler_instead_of_the_fixed_tile_order():
+    ns, source = blasdx.pipeline.numba_unit_source(GROUPED.plan, NO_FUSION)
+    for function in GROUPS_LOOP:
+        assert "__device__ " + function.format(ns) in source, function
+    for function in ("int {}_block_tile_row0(", "int {}_rows_inside(", "void {}_mainloop(", "void {}_mainloop_range("):
+        assert function.format(ns) not in source, f"{function}: a fixed m's, which a Grouped() call's rows replace"
+    assert f"static_assert(sizeof({ns}::group_schedule) == {SCHEDULE_SIZE}," in source
+    store = source[source.index(f"__device__ void {ns}_store_block_tile("):]
+    assert store.splitlines()[1].rstrip().endswith(", rows);"), "store_block_tile writes the group's rows alone"
+    grid_ns, _ = blasdx.pipeline.numba_unit_source(GRID.plan, NO_FUSION)
+    assert grid_ns != ns, "a Grouped() unit and the Grid() one of its sizes are keyed apart"
+
+
+def test_a_grouped_units_store_takes_each_groups_bias_after_the_rows():
+    fusion = blasdx.pipeline.fusion(GROUPED, None, "relu", None, None, None, None, True).reading_bias_by_column()
+    ns, source = blasdx.pipeline.numba_unit_source(GROUPED.plan, fusion)
+    store = source[source.index(f"__device__ void {ns}_store_block_tile("):].splitlines()
+    assert "S alpha, S beta, int rows, const C* bias, int bias_row_stride, int bias_col_stride)" in store[0]
+    assert "store_with_bias_op{bias + col0 * static_cast<long long>(bias_col_stride)" in store[1]
+
+
+@pytest.mark.parametrize("precision", [("bfloat16", "bfloat16", "bfloat16"), ("float16", "float16", "float32"),
+                                       ("float8_e4m3", "float8_e4m3", "float32")], ids=["bf16", "f16-f32", "fp8"])
+def test_grouped_units_compile_to_ltoir_for_sm_900(precision):
+    desc = GROUPED.replace(Precision(*precision))
+    fusion = blasdx.pipeline.fusion(desc, None, "relu", None, None, None, None, True)
+    unit = blasdx.pipeline.numba_unit(desc.plan, fusion, 900)
+    assert unit.arch == 900 and len(unit.ltoir) > 0
+    assert unit.namespace == blasdx.pipeline.numba_unit_source(desc.plan, fusion)[0]
+
+
+def test_grouped_tiles_are_sm_900s_so_sm_800_is_refused():
+    with pytest.raises(UnsupportedError, match=r"Grouped\(\) runs Grid\(\)'s TMA kernel on wgmma tiles"):
+        GROUPED.replace(SM(800)).plan  # noqa: B018 - planning is what refuses
+    with pytest.raises(UnsupportedError, match=r"arch 800 is older than the descriptor's SM\(900\)"):
+        blasdx.pipeline.numba_unit(GROUPED.plan, NO_FUSION, 800)

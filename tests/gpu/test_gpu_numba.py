@@ -1,7 +1,9 @@
 """blasdx.numba on a GPU: Numba kernels around the device API against NumPy float64, per precision family (a K
 loop over a problem larger than the tile, edge tiles, alpha and beta, bias and a hook), and bitwise equal to the
 same kernel written in C++ and compiled by compile_kernel (the same instructions); the same for persistent kernels
-over a Grid() descriptor's tiles (block_tile_origin, mainloop, store_block_tile) in several arrangements."""
+over a Grid() descriptor's tiles (block_tile_origin, mainloop, store_block_tile) in several arrangements; and kernels
+on a Grouped() descriptor's groups' scheduler against float64 and bitwise execute(), skewed, empty and one-row
+groups, the rows past the offsets untouched, too many groups and bad offsets stopped on the device."""
 
 from __future__ import annotations
 
@@ -10,12 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from blasdx import SM, Arrangement, Block, Grid, LeadingDimension, Precision, Size, Type, compile_kernel
+from blasdx import SM, Arrangement, Block, Grid, Grouped, LeadingDimension, Precision, Size, Type, compile_kernel
 from blasdx.describe.precision import PRECISIONS
 from blasdx.packing import pack
 from blasdx.runtime.arguments import scalar as kernel_scalar
 
-from .gpu_support import Operand, bound, relative_error, storage_dtype
+from .gpu_support import Operand, bound, relative_error, storage_dtype, torch_with_cuda
 
 pytestmark = pytest.mark.gpu
 
@@ -432,3 +434,249 @@ def test_mainloop_range_in_parts_is_mainloop_and_a_python_epilogue_sees_each_val
     c = cp.full(m * n, np.nan, np.float32)  # the same products from mainloop, written by store_block_tile
     grid_kernel(g, desc, persistent(g))[BLOCKS, g.block_dim, 0, g.shared_memory_size](flat(a), flat(b), c, 1.0, 0.0)
     assert cp.array_equal(c, d), "mainloop_range over two parts differs from mainloop"
+
+
+# --- Grouped(): a kernel of one's own on the groups' scheduler ----------------------------------------------------
+
+SKEWED = [300, 0, 1, 77, 0, 129, 512, 3]  # empty, one-row and ragged groups
+TAIL = 40  # C's rows past the last offset: never written
+RAW_TORCH = {"bfloat16": "int16", "float8_e4m3": "uint8", "float8_e5m2": "uint8"}  # torch dtypes CAI exports
+
+
+def grouped(prec, arr="rcr", n=384, k=320):
+    return Size(256, n, k) + Precision(*prec) + Arrangement(*(LAYOUT[x] for x in arr)) + SM(900) + Grouped()
+
+
+GROUPED_CASES = [  # (id, descriptor): n = 384 leaves an edge tile of columns
+    ("bf16-f32", grouped(("bfloat16", "bfloat16", "float32"))),
+    ("bf16", grouped(("bfloat16",) * 3)),
+    ("f16", grouped(("float16",) * 3)),
+    ("f16-f32-rrr", grouped(("float16", "float16", "float32"), "rrr")),
+    ("fp8-e4m3-f32", grouped(("float8_e4m3", "float8_e4m3", "float32"))),
+]
+
+
+def as_numba(torch, t, precision):
+    """A contiguous tensor's elements as the 1-D Numba array the device API takes (blasdx.numba.ARRAY_DTYPES)."""
+    flat = t.reshape(-1)
+    if precision in RAW_TORCH:
+        flat = flat.view(getattr(torch, RAW_TORCH[precision]))
+    return cuda.as_cuda_array(flat).view(np.dtype(numba_dtype(precision, False)))
+
+
+def torch_dtype(torch, precision):
+    return {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
+            "float8_e4m3": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}[precision]
+
+
+def group_operands(torch, desc, counts, seed):
+    """A (rows + TAIL, k); B's storage, (groups, n, k) for column-major B, (groups, k, n) for row-major; the offsets."""
+    m, n, k = desc.size
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    p = desc.precision
+    a = torch.randn(sum(counts) + TAIL, k, device="cuda", generator=gen).to(torch_dtype(torch, p.a))
+    shape = (len(counts), n, k) if desc.arrangement.b == "col_major" else (len(counts), k, n)
+    b = torch.randn(*shape, device="cuda", generator=gen).to(torch_dtype(torch, p.b))
+    offsets = torch.tensor(counts, device="cuda").cumsum(0).to(torch.int32)
+    return a, b, offsets
+
+
+def b_of_group(desc, b, g):
+    """Group g's B as a (k, n) view of its storage."""
+    return b[g].transpose(0, 1) if desc.arrangement.b == "col_major" else b[g]
+
+
+def group_reference(torch, desc, a, b, offsets, c0, alpha, beta, bias=None, relu=False):
+    """float64 C: every group's rows, the rows past the last offset as c0 had them."""
+    out = c0.double().clone()
+    begin = 0
+    for g, end in enumerate(offsets.tolist()):
+        if end > begin:
+            value = alpha * (a[begin:end].double() @ b_of_group(desc, b, g).double()) + beta * c0[begin:end].double()
+            if bias is not None:
+                value = value + bias[g].double()
+            out[begin:end] = value.clamp(min=0) if relu else value
+        begin = end
+    return out
+
+
+def scheduler_kernel(g, desc, body, extra=()):
+    """``body`` compiled for the descriptor's arrays, the offsets, groups and rows, then ``extra``, alpha and beta."""
+    from numba.core import types
+
+    arrays = [getattr(types, numba_dtype(getattr(desc.precision, x), False))[::1] for x in "abc"]
+    kernel = cuda.jit(body)
+    # groups and rows as Python ints arrive (int64): a launch with other types would compile a kernel allowed 48 KiB
+    kernel.compile((*arrays, types.int32[::1], types.int64, types.int64, *extra, types.float64, types.float64))
+    blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
+    return kernel
+
+
+def on_the_scheduler(g):
+    def kernel(a, b, c, offsets, groups, rows, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        schedule = g.make_schedule()
+        g.schedule_groups(offsets, groups, rows, schedule)
+        for w in range(cuda.blockIdx.x, g.scheduled_tiles(schedule, groups), cuda.gridDim.x):
+            at = g.tile_of_groups(w, schedule, groups)
+            group, row0, col0, group_rows = at
+            acc = g.make_accumulator()
+            g.group_mainloop(a, b[group * g.b_group_size:], at, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta, group_rows)
+    return kernel
+
+
+def run_on_the_scheduler(torch, desc, a, b, c, offsets, alpha, beta, blocks=BLOCKS):
+    g = blasdx.numba.device_api(desc)
+    p = desc.precision
+    scheduler_kernel(g, desc, on_the_scheduler(g))[blocks, g.block_dim, 0, g.shared_memory_size](
+        as_numba(torch, a, p.a), as_numba(torch, b, p.b), as_numba(torch, c, p.c), cuda.as_cuda_array(offsets),
+        offsets.numel(), a.shape[0], alpha, beta)
+    torch.cuda.synchronize()
+
+
+def assert_tail_untouched(torch, c, before):
+    assert torch.equal(c[-TAIL:].view(torch.uint8), before[-TAIL:].view(torch.uint8)), "rows past the offsets written"
+
+
+@pytest.mark.parametrize("desc", [c[1] for c in GROUPED_CASES], ids=[c[0] for c in GROUPED_CASES])
+def test_a_kernel_on_the_groups_scheduler_matches_float64(desc):
+    torch = torch_with_cuda()
+    a, b, offsets = group_operands(torch, desc, SKEWED, 31)
+    c = torch.randn(a.shape[0], desc.size.n, device="cuda").to(torch_dtype(torch, desc.precision.c))
+    c[-TAIL:] = float("nan")
+    before = c.clone()
+    run_on_the_scheduler(torch, desc, a, b, c, offsets, 1.5, 0.5)
+    ref = group_reference(torch, desc, a, b, offsets, before, 1.5, 0.5)
+    rows = int(offsets[-1])
+    err = float(torch.linalg.norm(c[:rows].double() - ref[:rows]) / torch.linalg.norm(ref[:rows]))
+    assert err <= bound(desc), f"{desc!r}: error {err:.3g} > {bound(desc):.3g}"
+    assert_tail_untouched(torch, c, before)
+
+
+@pytest.mark.parametrize("desc", [c[1] for c in GROUPED_CASES[:4]], ids=[c[0] for c in GROUPED_CASES[:4]])
+def test_a_kernel_on_the_groups_scheduler_is_execute_bitwise(desc):
+    """16-bit inputs: execute()'s TMA kernel and group_mainloop's cp.async run the same tile's wgmma in the same K
+    order (FP8's TMA path promotes its partial sums in pairs of K tiles: held to float64 above instead)."""
+    torch = torch_with_cuda()
+    a, b, offsets = group_operands(torch, desc, SKEWED, 32)
+    ours = torch.full((a.shape[0], desc.size.n), float("nan"), device="cuda", dtype=torch_dtype(torch, desc.precision.c))
+    theirs = ours.clone()
+    run_on_the_scheduler(torch, desc, a, b, ours, offsets, 1.0, 0.0)
+    storage = b.transpose(1, 2) if desc.arrangement.b == "col_major" else b
+    desc.execute(a, storage, theirs, offsets=offsets)
+    torch.cuda.synchronize()
+    assert torch.equal(ours.view(torch.uint8), theirs.view(torch.uint8)), "the Numba kernel and execute() differ"
+    assert bool(torch.isnan(ours[-TAIL:]).all()), "rows past the offsets written"
+
+
+@pytest.mark.parametrize("counts", [[0, 0, 1, 0, 1], [0] * 5, [1] * 7, [g % 7 for g in range(1024)]],
+                         ids=["empty-and-one-row", "all-empty", "one-row-each", "1024-groups"])
+def test_empty_single_row_and_many_groups(counts):
+    torch = torch_with_cuda()
+    desc = GROUPED_CASES[0][1]
+    a, b, offsets = group_operands(torch, desc, counts, 33)
+    c = torch.full((a.shape[0], desc.size.n), float("nan"), device="cuda")
+    run_on_the_scheduler(torch, desc, a, b, c, offsets, 1.0, 0.0, blocks=132)
+    ref = group_reference(torch, desc, a, b, offsets, c.clone(), 1.0, 0.0)
+    inside = ~torch.isnan(ref)
+    assert bool(torch.isnan(c[~inside]).all()), "rows outside every group written"
+    if bool(inside.any()):
+        assert float(torch.linalg.norm(c[inside] - ref[inside]) / torch.linalg.norm(ref[inside])) <= bound(desc)
+
+
+def test_no_groups_run_no_tiles():
+    torch = torch_with_cuda()
+    desc = GROUPED_CASES[0][1]
+    a, b, _ = group_operands(torch, desc, [5], 34)
+    c = torch.full((a.shape[0], desc.size.n), float("nan"), device="cuda")
+    run_on_the_scheduler(torch, desc, a, b, c, torch.zeros(0, device="cuda", dtype=torch.int32), 1.0, 0.0)
+    assert bool(torch.isnan(c).all())
+
+
+def test_a_relu_and_a_bias_per_group_in_store_block_tile():
+    from numba.core import types
+
+    torch = torch_with_cuda()
+    desc = GROUPED_CASES[3][1]  # row-major B
+    n = desc.size.n
+    a, b, offsets = group_operands(torch, desc, SKEWED, 35)
+    bias = torch.randn(len(SKEWED), n, device="cuda")
+    c = torch.full((a.shape[0], n), float("nan"), device="cuda")
+    g = blasdx.numba.device_api(desc, epilogue="relu", bias="row")
+
+    def body(a, b, c, offsets, groups, rows, bias, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        schedule = g.make_schedule()
+        g.schedule_groups(offsets, groups, rows, schedule)
+        for w in range(cuda.blockIdx.x, g.scheduled_tiles(schedule, groups), cuda.gridDim.x):
+            group, row0, col0, group_rows = g.tile_of_groups(w, schedule, groups)
+            acc = g.make_accumulator()
+            g.group_mainloop(a, b[group * g.b_group_size:], (group, row0, col0, group_rows), smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta, group_rows, bias[group * n:], 0, 1)
+
+    kernel = scheduler_kernel(g, desc, body, (types.float32[::1],))
+    kernel[BLOCKS, g.block_dim, 0, g.shared_memory_size](
+        as_numba(torch, a, "float16"), as_numba(torch, b, "float16"), cuda.as_cuda_array(c.view(-1)),
+        cuda.as_cuda_array(offsets), len(SKEWED), a.shape[0], cuda.as_cuda_array(bias.view(-1)), 1.0, 0.0)
+    torch.cuda.synchronize()
+    ref = group_reference(torch, desc, a, b, offsets, c.clone(), 1.0, 0.0, bias=bias, relu=True)
+    rows = int(offsets[-1])
+    assert float(torch.linalg.norm(c[:rows].double() - ref[:rows]) / torch.linalg.norm(ref[:rows])) <= bound(desc)
+    assert bool(torch.isnan(c[-TAIL:]).all()), "rows past the offsets written"
+
+
+TRAP = r"""
+import sys
+import numpy as np
+from numba import cuda
+from numba.core import types
+import blasdx.numba
+from blasdx import SM, Arrangement, Grouped, Precision, Size
+
+desc = Size(256, 384, 320) + Precision("bfloat16", "bfloat16", "float32") + Arrangement(
+    "row_major", "col_major", "row_major") + SM(900) + Grouped()
+g = blasdx.numba.device_api(desc)
+GROUPS, ROWS = {groups}, {rows}
+
+
+def body(a, b, c, offsets, groups, rows):
+    smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+    schedule = g.make_schedule()
+    g.schedule_groups(offsets, groups, rows, schedule)
+    for w in range(cuda.blockIdx.x, g.scheduled_tiles(schedule, groups), cuda.gridDim.x):
+        at = g.tile_of_groups(w, schedule, groups)
+        group, row0, col0, group_rows = at
+        acc = g.make_accumulator()
+        g.group_mainloop(a, b[group * g.b_group_size:], at, smem, acc)
+        g.store_block_tile(acc, c, row0, col0, 1.0, 0.0, group_rows)
+
+
+kernel = cuda.jit(body)
+kernel.compile((types.uint16[::1], types.uint16[::1], types.float32[::1], types.int32[::1], types.int64, types.int64))
+blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
+offsets = np.minimum(np.arange(1, GROUPS + 1), {last}).astype(np.int32)
+a = cuda.to_device(np.zeros(ROWS * 320, np.uint16))
+b = cuda.to_device(np.zeros(GROUPS * g.b_group_size, np.uint16))
+c = cuda.to_device(np.zeros(ROWS * 384, np.float32))
+try:
+    kernel[4, g.block_dim, 0, g.shared_memory_size](a, b, c, cuda.to_device(offsets), GROUPS, ROWS)
+    cuda.synchronize()
+except Exception as error:  # the trap ends the context: Numba's CudaAPIError
+    print("stopped:", error)
+    sys.exit(0 if "LAUNCH_FAILED" in str(error) else 1)
+print("ran on")
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("groups, rows, last", [(1025, 2000, 2000), (4, 100, 101)],
+                         ids=["more-groups-than-the-schedule-holds", "offsets-past-the-rows"])
+def test_too_many_groups_or_offsets_past_the_rows_stop_the_kernel(groups, rows, last):
+    """A trap ends the CUDA context, so each runs in a child process."""
+    import subprocess
+    import sys
+
+    script = TRAP.format(groups=groups, rows=rows, last=last)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "stopped:" in result.stdout, result.stdout + result.stderr

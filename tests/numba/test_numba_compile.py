@@ -222,7 +222,7 @@ ERRORS = [  # (id, what the user did, error class, message)
      r"arch 800 is older than the descriptor's SM\(900\)"),
     ("arch-not-an-sm", lambda mp: blasdx.numba.device_api(F16, arch=90), UnsupportedError, r"did you mean arch=900"),
     ("warp-descriptor", lambda mp: blasdx.numba.device_api(F16.replace(Warp()), arch=900), UnsupportedError,
-     r"device APIs of Block\(\) and Grid\(\) descriptors; this descriptor is Warp\(\): use "
+     r"device APIs of Block\(\), Grid\(\) and Grouped\(\) descriptors; this descriptor is Warp\(\): use "
      r"descriptor\.replace\(Block\(\)\)"),
     ("bias-value", lambda mp: blasdx.numba.device_api(F16, arch=900, bias="col"), ArgumentError,
      r"bias must be False, True or 'row'"),

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from blasdx import SM, Arrangement, Block, Grid, Grouped, Precision, Size, Type, compile_kernel
+from blasdx import SM, Arrangement, Block, Grid, Precision, Size, Type, compile_kernel
 
 from .numba_support import cuda, grid_loop, grid_loop_signature, link, types
 
@@ -17,7 +17,6 @@ pytestmark = pytest.mark.compile
 
 import blasdx.numba  # noqa: E402
 from blasdx.codegen.render import numba_unit_identity  # noqa: E402
-from blasdx.errors import UnsupportedError  # noqa: E402
 
 RCR = Arrangement("row_major", "col_major", "row_major")
 PROBLEM = (300, 200, 250)  # edge tiles in m, n and k
@@ -197,15 +196,6 @@ def test_typing_errors(action, match):
 
     with pytest.raises(TypingError, match=match):
         action()
-
-
-def test_a_grouped_descriptor_is_refused_with_what_to_use():
-    grouped = grid("float16", "float16", "float32", 900, size=(256, 256, 256)).replace(Grouped())
-    with pytest.raises(UnsupportedError, match=r"does not offer Grouped\(\)'s device API yet.*execute\(\).*"
-                                               r"device_api\(descriptor\.tile_descriptor\)"):
-        blasdx.numba.device_api(grouped, arch=900)
-    tile = blasdx.numba.device_api(grouped.tile_descriptor, arch=900)  # the way it names works
-    assert hasattr(tile, "load_a_partial") and hasattr(tile, "store_partial")
 
 
 def test_a_block_descriptor_gets_no_grid_functions():
