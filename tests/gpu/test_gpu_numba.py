@@ -656,6 +656,7 @@ kernel = cuda.jit(body)
 kernel.compile((types.uint16[::1], types.uint16[::1], types.float32[::1], types.int32[::1], types.int64, types.int64))
 blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
 offsets = np.minimum(np.arange(1, GROUPS + 1), {last}).astype(np.int32)
+offsets[-1] = {last}  # the last group's end: the rows' end, or past it
 a = cuda.to_device(np.zeros(ROWS * 320, np.uint16))
 b = cuda.to_device(np.zeros(GROUPS * g.b_group_size, np.uint16))
 c = cuda.to_device(np.zeros(ROWS * 384, np.float32))
