@@ -314,8 +314,9 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
                     raise TypingError(f"blasdx: {function}() argument {i + 1} must be {need}, got {arg}")
                 declared.append(arg)
             elif kind == "at":
-                if not (isinstance(arg, types.BaseTuple) and len(arg) == 4
-                        and all(isinstance(x, types.Integer) for x in arg)):
+                members: tuple[Any, ...] = tuple(getattr(arg, "types", ()))  # a UniTuple's or Tuple's member types
+                if not (isinstance(arg, types.BaseTuple) and len(members) == 4
+                        and all(isinstance(x, types.Integer) for x in members)):
                     raise TypingError(f"blasdx: {function}() argument {i + 1} must be a tile of tile_of_groups() "
                                       f"(group, row0, col0, rows), got {arg}")
                 declared.append(types.UniTuple(types.int32, 4))

@@ -300,7 +300,7 @@ def _epilogue_line(p: GridPlan) -> str:
     staged = ("the accumulators staged in shared memory (free after the K loop), then alpha, beta, the hooks and the "
               "bias applied and C written in runs of 16 bytes along its contiguous dimension")
     if p.tma_store:
-        return (f"epilogue: alpha, beta (C read a box at a time) and the hooks and the bias applied in "
+        return (f"epilogue: alpha, beta (C read two instruction tiles at a time) and the hooks and the bias applied in "
                 f"registers, then C staged in shared memory a box of {TMA_STORE_ROWS} rows x {p.c_box_swizzle} bytes "
                 f"at a time ({p.c_staging_buffers} buffer(s) a warpgroup) and written by TMA stores, asynchronous (a "
                 f"tile's last ones drain while the next tile's K loop runs); where C does not start and step on "

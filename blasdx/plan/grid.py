@@ -191,9 +191,8 @@ class GridPlan:
             per_block = self.kernel_shared_memory_size + BLOCK_RESERVED_SHARED
             fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
             return 2 if fits and fma_blocks_share_sm(self.tile, self.b.layout, self.is_complex, self.tiles) else 1
-        per_block = self.kernel_shared_memory_size + self.static_shared_memory_size + BLOCK_RESERVED_SHARED
         accumulators = (self.tile.accumulator_size + self.tile.partial_sum_values) * self.accumulator_bytes // 4
-        fits = 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
+        fits = self._fits_two_blocks(self.kernel_shared_memory_size)
         # ptxas compiles all of the kernel within its launch's registers (setmaxnreg adds none to the
         # code, it only keeps the producer's from the tile's), so those must hold the accumulators.
         return 2 if fits and self._launch_registers(2) >= accumulators + SPARE_REGISTERS else 1
@@ -466,7 +465,7 @@ class GridPlan:
         (stores_c_by_tma), it is the product's width (a gated epilogue's is half of it) and a buffer of it fits
         beside the stages (make_grid_plan left room where the stages were its choice)."""
         return (stores_c_by_tma(self.tile, self.c, self.sm, self.is_complex) and self.c.cols == self.n
-                and self.c_staging_offset + c_staging_bytes(self.tile, 1) <= shared_memory_limit(self.sm))
+                and self._fits_one_block(self.c_staging_offset + c_staging_bytes(self.tile, 1)))
 
     @property
     def c_staging_buffers(self) -> int:
@@ -474,8 +473,19 @@ class GridPlan:
         one (make_grid_plan reserves that much); 0 without TMA stores."""
         if not self.tma_store:
             return 0
-        fits = self.c_staging_offset + c_staging_bytes(self.tile, MAX_STAGING_BUFFERS) <= shared_memory_limit(self.sm)
-        return MAX_STAGING_BUFFERS if fits else 1
+        one, most = (self.c_staging_offset + c_staging_bytes(self.tile, b) for b in (1, MAX_STAGING_BUFFERS))
+        # (never at the cost of the second block an SM that one buffer leaves room for)
+        keeps_blocks = self._fits_two_blocks(most) or not self._fits_two_blocks(one)
+        return MAX_STAGING_BUFFERS if self._fits_one_block(most) and keeps_blocks else 1
+
+    def _fits_one_block(self, dynamic: int) -> bool:
+        """Whether a block of ``dynamic`` bytes of dynamic shared memory (and the static) fits an SM's limit."""
+        return dynamic + self.static_shared_memory_size <= shared_memory_limit(self.sm)
+
+    def _fits_two_blocks(self, dynamic: int) -> bool:
+        """Whether two blocks of ``dynamic`` bytes of dynamic shared memory (and the static) fit an SM."""
+        per_block = dynamic + self.static_shared_memory_size + BLOCK_RESERVED_SHARED
+        return 2 * per_block <= shared_memory_limit(self.sm) + BLOCK_RESERVED_SHARED
 
     @property
     def stages_shared_memory_size(self) -> int:
@@ -554,8 +564,10 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
     tile = replace(block, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=stage_bytes)
     k_tiles = -(-desc.size.k // block.k)
     problem = {x: matrix_plan(desc, x, 0, 0) for x in "abc"}
-    # room for a buffer of C's TMA stores (GridPlan.tma_store_fits)
-    reserved = c_staging_bytes(tile, 1) if stores_c_by_tma(tile, problem["c"], desc.sm, desc.is_complex) else 0
+    # room for a buffer of C's TMA stores (GridPlan.tma_store_fits), where C's rows can start on 16-byte boundaries
+    c = problem["c"]
+    stored_by_tma = stores_c_by_tma(tile, c, desc.sm, desc.is_complex) and c.ld * c.element_size % 16 == 0
+    reserved = c_staging_bytes(tile, 1) if stored_by_tma else 0
     given = desc.operator_map.get("Stages")
     stages = (given.value if given is not None  # type: ignore[attr-defined]
               else suggested_stages(stage_bytes, k_tiles, desc.sm, reserved=reserved))

@@ -80,6 +80,27 @@ def test_gated_and_grouped_kernels_keep_the_register_epilogue():
     assert grouped.plan.tma and not grouped.plan.tma_store and not grouped.plan.tma_store_fits
 
 
+def test_a_second_buffer_never_costs_the_second_block_an_sm():
+    """Two buffers a warpgroup only where the kernel keeps the blocks an SM that one buffer leaves room for."""
+    two_blocks = Size(4096, 4096, 512) + F16_F32 + RCR + SM(900) + Grid() + Tile(64, 96, 64) + blasdx.Stages(5)
+    plan = _plan(two_blocks)
+    assert plan.tma_store and plan.c_staging_buffers == 1 and plan.blocks_per_sm == 2 and not plan.cluster
+    one_block = _plan(Size(4096, 4096, 512) + F16_F32 + RCR + SM(900) + Grid() + Tile(128, 128, 64))
+    assert one_block.tma_store and one_block.c_staging_buffers == 2 and one_block.blocks_per_sm == 1
+    for p in (plan, one_block):
+        assert p.kernel_shared_memory_size + p.static_shared_memory_size <= blasdx.arch.shared_memory_limit(900)
+
+
+def test_no_room_is_kept_for_c_whose_rows_tma_cannot_store():
+    """A 256x192 tile's four stages leave no room for a buffer of C: where C's rows can be stored by TMA the planner
+    takes three stages and the buffer, where they cannot (ldc 4090 float32, 16360 bytes) it keeps four."""
+    def desc(ldc):
+        return Size(4096, 4090, 4096) + F16_F32 + RCR + SM(900) + Grid() + LeadingDimension(4096, 4096, ldc) + Tile(256, 192, 64)
+    odd, even = desc(4090).plan, desc(4092).plan
+    assert (odd.stages, odd.tma_store_fits, _plan(desc(4090)).tma_store) == (4, False, False)
+    assert (even.stages, even.tma_store_fits, _plan(desc(4092)).tma_store) == (3, True, True)
+
+
 def test_explain_says_how_c_leaves():
     f32 = (Size(4096, 4096, 512) + F16_F32 + RCR + SM(900) + Grid()).explain(width=0)
     assert "written by TMA stores" in f32 and "with C's staging for TMA stores" in f32
@@ -94,12 +115,17 @@ def test_explain_says_how_c_leaves():
     (Size(2048, 2048, 2048) + Precision("int8", "int8", "int32") + RCR + SM(900) + Grid(), None, False),
     (Size(512, 520, 384) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Grid(), "relu", True),
     (Size(256, 256, 16384) + F16_F32 + RCR + SM(900) + Grid() + Tile(64, 128, 64), None, False),
-], ids=["f16f32", "bias-gelu-edges", "int8", "fp8-bias-relu", "split-k"])
+    (Size(1000, 1000, 512) + F16_F32 + RCR + SM(900) + Grid() + Tile(64, 16, 64), None, False),  # 64-byte boxes
+    (Size(1000, 1000, 512) + F16_F32 + RCR + SM(900) + Grid() + Tile(64, 8, 64), "relu", True),  # 32-byte boxes
+], ids=["f16f32", "bias-gelu-edges", "int8", "fp8-bias-relu", "split-k", "64-byte-boxes", "32-byte-boxes"])
 def test_tma_store_kernels_compile_without_spills_and_store_c_by_tma_only(desc, epilogue, bias):
     plan, ptx = _ptx(desc, epilogue, bias)
     assert plan.tma_store
-    assert re.search(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta\.bulk_group", ptx)
-    assert "cp.async.bulk.wait_group.read 0" in ptx  # the tail: the stores read their shared memory before the end
+    stores = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta\.bulk_group", ptx)]
+    waits = list(re.finditer(r"cp\.async\.bulk\.wait_group\.read (\d+)", ptx))
+    assert stores and waits and plan.c_box_swizzle == min(128, plan.tile.tile_n * 4)
+    # the tail: after the last store, every store has read its shared memory before the block ends
+    assert waits[-1].group(1) == "0" and waits[-1].start() > stores[-1]
     if not plan.split_k:  # (split-K writes its parts to the workspace)
         assert not re.search(r"st\.global", ptx), "C leaves by TMA alone"
     fusion = blasdx.pipeline.fusion(desc, None, epilogue, None, None, None, None, bias)

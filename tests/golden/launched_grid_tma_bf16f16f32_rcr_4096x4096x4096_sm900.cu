@@ -1630,7 +1630,7 @@ __device__ __forceinline__ void store_block_tile_tma(const accumulator& acc, con
   const bool reads_c = !blasdx::is_zero(beta);
   const worker w(acc.rank);
   const int group = acc.rank / 128;
-  const bool elected = acc.rank % 128 == 0;
+  const bool elected = blasdx::thread_rank() % 128 == 0;  // (store_tail's)
   unsigned char* staging = smem + c_staging_offset + group * c_buffers * c_box_bytes;
 #pragma unroll
   for (int p = 0; p < passes; ++p) {
@@ -1714,7 +1714,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   blasdx::cluster_sync();  // the other block's barriers are ready too, before any copy or arrival reaches them
   const unsigned rank = blasdx::cluster_rank();
   unsigned step = 0;  // K tiles through the stages so far
-  unsigned c_boxes = 0;  // boxes of C this thread's warpgroup stored so far (store_block_tile_tma)
+  unsigned boxes_stored = 0;  // boxes of C this thread's warpgroup stored so far (store_block_tile_tma)
   if (blasdx::thread_rank() >= threads) {  // the producer warpgroup: one thread copies
     blasdx::set_registers<24, true>();
     if (blasdx::thread_rank() != threads) return;
@@ -1742,7 +1742,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     accumulator acc = make_accumulator();
     consume_range(split * k_tiles / parts, (split + 1) * k_tiles / parts, step, landed, freed, smem, acc,
 blasdx::identity{}, blasdx::identity{});
-    store_block_tile_tma(acc, c_map, static_cast<const c_t*>(c) + item * stride_c, static_cast<int>(item), row0, col0, smem, c_boxes, alpha, beta, blasdx::identity{}, blasdx::identity{});
+    store_block_tile_tma(acc, c_map, static_cast<const c_t*>(c) + item * stride_c, static_cast<int>(item), row0, col0, smem, boxes_stored, alpha, beta, blasdx::identity{}, blasdx::identity{});
   }
   store_tail();
 }

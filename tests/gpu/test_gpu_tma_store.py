@@ -1,5 +1,5 @@
 """C stored by TMA (GridPlan.tma_store) on a GPU: float32 and int32 C against float64 on edge tiles, batches, beta,
-a bias with a hook, split-K, tf32, int8 and FP8; bitwise the register epilogue's result (the same C 8 bytes off its
+a bias with a hook, split-K, tf32, int8 and FP8; bitwise the register epilogue's result (the same C 4 bytes off its
 16-byte boundary); columns past n (C a view of wider rows) and rows past m untouched. Marked ``gpu``."""
 
 from __future__ import annotations
