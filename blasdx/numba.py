@@ -412,9 +412,10 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
 
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             # A block's shared int32 array, as cuda.shared.array(words, np.int32) declares one (address space 3).
-            storage = cgutils.add_global_variable(builder.module, ir.ArrayType(ir.IntType(32), words),
-                                                  f"{prefix}_schedule_{next(_SCHEDULES)}", addrspace=3)
-            storage.initializer = ir.Constant(storage.type.pointee, ir.Undefined)
+            shape = ir.ArrayType(ir.IntType(32), words)
+            storage: Any = cgutils.add_global_variable(builder.module, shape, f"{prefix}_schedule_{next(_SCHEDULES)}",
+                                                       addrspace=3)  # (llvmlite's stubs lack its attributes)
+            storage.initializer = ir.Constant(shape, ir.Undefined)
             storage.align = 16
             data = builder.addrspacecast(storage, ir.PointerType(ir.IntType(32)), "generic")
             ary = context.make_array(schedule_array)(context, builder)
