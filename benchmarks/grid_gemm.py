@@ -193,6 +193,8 @@ CLASSES = {
     "square mid-size": [(1536, 1536, 1536, F16), (2048, 2048, 2048, BF16), (1792, 1792, 1792, F16),
                         (3072, 3072, 3072, BF16)],
     "shallow K": [(8192, 8192, 256, F16), (16384, 4096, 256, BF16), (4096, 4096, 512, BF16F32)],
+    "deep K": [(3072, 3072, 8192, BF16), (5120, 5120, 8192, BF16), (2560, 2560, 8192, BF16F32),
+               (3072, 3072, 12288, F16)],
     "skinny": [(128, 8192, 8192, BF16), (256, 8192, 4096, F16), (8192, 128, 8192, BF16), (1024, 1024, 16384, BF16)],
     "small": [(512, 512, 512, F16), (768, 1024, 512, BF16), (1024, 1024, 1024, BF16)],
     "float32, float64": [(3000, 3000, 3000, ("float32",) * 3), (2048, 2048, 2048, ("float32",) * 3),
@@ -215,7 +217,7 @@ def main() -> None:
     parser.add_argument("--sweep-fma", action="store_true",
                         help="a Tile and BlockDim sweep of float32 (FMA) and float64 (DMMA) 4096^3 only")
     parser.add_argument("--classes", action="store_true",
-                        help="issue 49's sweep: shapes of every class (projections, square, shallow K, skinny, small, "
+                        help="issue 49's sweep: shapes of every class (projections, square, shallow K, deep K, skinny, small, "
                              "batched, float32, float64, tfloat32, int8, fused) only")
     parser.add_argument("--cases", help="only these cases, MxNxKxABC (ABC: r row-major, c column-major)")
     parser.add_argument("--precision", default="float16", help="of --cases (default float16)")

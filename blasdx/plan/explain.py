@@ -10,7 +10,15 @@ from ..arch import WGMMA_SM
 from ..describe.operators import execution_operators
 from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
-from .grid import MAX_SPLITS, MIN_SPLIT_K_TILES, TMA_STORE_ROWS, GridPlan, grid_with_alignment, item_block_choice
+from .grid import (
+    MAX_SPLIT_K_TILES,
+    MAX_SPLITS,
+    MIN_SPLIT_K_TILES,
+    TMA_STORE_ROWS,
+    GridPlan,
+    grid_with_alignment,
+    item_block_choice,
+)
 from .kernel import kernel_plan
 
 if TYPE_CHECKING:
@@ -226,7 +234,7 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
         f"blocks: {t.threads} threads each ({given['BlockDim']}); a persistent grid of at most as many blocks as the "
         f"GPU runs at once walks the (batch item, tile) pairs, tiles in groups of {p.group_m} tile rows taken column "
         f"by column (the blocks running together share A and B in L2)",
-        _split_k_line(desc),
+        _split_k_line(desc, p),
         *_invariance_lines(desc, p),
         _batches_line(desc),
         _epilogue_line(launched),
@@ -244,13 +252,17 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     return lines
 
 
-def _split_k_line(desc: Descriptor) -> str:
+def _split_k_line(desc: Descriptor, p: GridPlan) -> str:
     if "BatchInvariant" in desc.operator_map:
         return "split-K: never (BatchInvariant(): each tile's K loop runs whole, in one order, on one block)"
-    return (f"split-K: where a call's tiles (of every batch item) are fewer than the blocks the GPU runs at once, each "
-            f"tile's K loop splits into up to {MAX_SPLITS} parts of {MIN_SPLIT_K_TILES} K tiles or more, in a "
-            f"workspace from CuPy's pool; the last part to finish adds them up in order (the same result whichever it "
-            f"is). Not under stream capture (CUDA graphs)")
+    if not p.split_k:
+        return (f"split-K: none ({_count(p.tiles, 'tile')} of {_count(p.k_tiles, 'K step')} a batch item: "
+                f"{MAX_SPLIT_K_TILES} tiles or more, or fewer than {2 * MIN_SPLIT_K_TILES} K steps)")
+    return (f"split-K: the call's tiles (of every batch item) run in whole waves of as many as the GPU runs at once; "
+            f"the K loops of the rest, which would leave SMs idle, split into the parts (up to {MAX_SPLITS}, of "
+            f"{MIN_SPLIT_K_TILES} K tiles or more) that end the last wave soonest, in a workspace from CuPy's pool; "
+            f"the last part to finish adds them up in order (the same result whichever it is). Not under stream "
+            f"capture (CUDA graphs)")
 
 
 def _invariance_lines(desc: Descriptor, p: GridPlan) -> list[str]:

@@ -70,6 +70,15 @@ TMA_STATIC_SHARED = 256
 # of a few stages needs a few K tiles to fill).
 MAX_SPLITS = 16
 MIN_SPLIT_K_TILES = 4
+# ... and where K is at least SPLIT_TAIL_MIN_K deep and a batch item has fewer than MAX_SPLIT_K_TILES tiles, those of
+# the call's last wave, which would leave SMs idle (GridPlan.splits): elsewhere the split's code cost 3-5% of the
+# kernels that did not split, and parts of shallower K loops more than they gained. What each part of a split tile
+# costs, in tiles' time: SPLIT_PART_K / k for 4-byte accumulators (they are written and read back, against the
+# tile's 2 k flops an output; 1536^3 bf16 in five parts ran at a third of the speed of its one wave of 72 tiles;
+# 3072x3072x8192's last 12 pairs of tiles in five parts gained 21%): benchmarks/RESULTS.md, Grid against cuBLAS.
+SPLIT_TAIL_MIN_K = 8192
+MAX_SPLIT_K_TILES = 1024
+SPLIT_PART_K = 400
 # How weights kept split, [gate | up], interleave once (a gated epilogue's fix where layout='split' cannot run).
 INTERLEAVE_WEIGHTS = "w.view(k, 2, n // 2).transpose(1, 2).reshape(k, n) (PyTorch; B (k, n), n = 2 * C's columns)"
 # Values of padding after each line of C staged in shared memory (GridPlan.stages_c): lines 4 banks apart.
@@ -126,9 +135,9 @@ class GridPlan:
     tile: TilePlan
     stages: int  # K tiles in flight per block
     group_m: int  # tile rows per group of the tile order
-    # Whether the kernel can split a tile's K loop over several blocks (split-K): where a batch
-    # item has fewer tiles than GRID_MIN_TILES; elsewhere the kernel leaves that code out (its
-    # registers would cost every tile).
+    # Whether the kernel can split the K loops of the call's tiles over several blocks (split-K, GridPlan.splits):
+    # where a batch item has fewer than GRID_MIN_TILES tiles, or fewer than MAX_SPLIT_K_TILES and K is at least
+    # SPLIT_TAIL_MIN_K deep; elsewhere the kernel leaves that code out (its registers would cost every tile).
     split_k: bool = False
     # Whether A and B come by TMA (sm_90): a producer warpgroup copies each K tile's swizzled
     # slabs (TmaOperand) while the tile's warpgroups multiply. grid_with_alignment decides, from
@@ -227,10 +236,10 @@ class GridPlan:
     @property
     def cluster(self) -> bool:
         """Whether the TMA kernel runs in clusters of two blocks on vertically neighbouring tiles,
-        each block copying half of their shared B into both (TMA multicast): one block an SM, no
-        split-K, two tile rows or more, and B's half on a 1024-byte boundary (half of each slab's
-        rows where k is B's contiguous dimension, half of its slabs where n is)."""
-        if not self.tma or self.split_k or self.blocks_per_sm > 1 or self.tiles_m < 2:
+        each block copying half of their shared B into both (TMA multicast; with split-K, the pair's parts of its
+        K loops alike): one block an SM, two tile rows or more, and B's half on a 1024-byte boundary (half of
+        each slab's rows where k is B's contiguous dimension, half of its slabs where n is)."""
+        if not self.tma or self.blocks_per_sm > 1 or self.tiles_m < 2:
             return False
         b = self.tma_operand("b")
         return b.slab_rows // 2 * b.swizzle % 1024 == 0 if b.k_inner else b.slabs % 2 == 0
@@ -348,16 +357,16 @@ class GridPlan:
     def blocks(self, batch: int, resident_blocks: int, splits: int) -> int:
         """Blocks of a launch: persistent, at most as many as the GPU runs at once."""
         if splits > 1:
-            return min(self.work(batch) * splits, resident_blocks)
+            units, at_once = self._units(self.work(batch), resident_blocks)
+            blocks = min(units + self.split_units(self.work(batch), resident_blocks, splits) * (splits - 1), at_once)
+            return 2 * blocks if self.cluster else blocks
         return self.launch_grid(batch, resident_blocks)
 
     def launch_grid(self, items: int, resident_blocks: int) -> int:
         """Blocks of a launch on ``items`` batch items without split-K: one per tile (per pair of
         tiles and two of them, in clusters), at most as many as the GPU runs at once."""
-        if self.cluster:
-            pairs = items * -(-self.tiles_m // 2) * self.tiles_n
-            return 2 * min(pairs, resident_blocks // 2)
-        return min(items * self.tiles, resident_blocks)
+        units, at_once = self._units(items * self.tiles, resident_blocks)
+        return 2 * min(units, at_once) if self.cluster else min(units, at_once)
 
     @property
     def launch_registers(self) -> int:
@@ -435,18 +444,65 @@ class GridPlan:
         return outer * (inner + STAGED_C_PADDING) * self.accumulator_bytes <= self.kernel_shared_memory_size
 
     def splits(self, tiles: int, resident_blocks: int) -> int:
-        """How many parts each tile's K loop splits into (split-K) where ``tiles`` (of every batch
-        item) are fewer than the blocks the GPU runs at once: enough to fill them, each part at
-        least MIN_SPLIT_K_TILES K tiles deep, at most MAX_SPLITS; 1 otherwise."""
-        if not self.split_k or tiles >= resident_blocks:
+        """How many parts the K loops of the call's last split_units tiles (of ``tiles``, of every batch item) split
+        into (split-K), each part at least MIN_SPLIT_K_TILES K tiles deep, at most MAX_SPLITS; 1 without split-K's
+        code, or where splitting gains nothing. A batch item of fewer than GRID_MIN_TILES tiles, and fewer in the
+        call than the GPU runs at once: all of them split, into enough parts to fill it. Elsewhere the whole waves
+        run first, then the rest, which would leave SMs idle, in the parts that end the last wave soonest
+        (SPLIT_PART_K), all at once (a second round of parts lost 2-3%)."""
+        if not self.split_k:
             return 1
-        return max(1, min(-(-resident_blocks // tiles), self.k_tiles // MIN_SPLIT_K_TILES, MAX_SPLITS))
+        units, at_once = self._units(tiles, resident_blocks)
+        most = max(1, min(self.k_tiles // MIN_SPLIT_K_TILES, MAX_SPLITS))
+        if self._all_split(units, at_once):
+            return min(-(-at_once // units), most)
+        wave = self._wave(at_once)
+        rest = units % wave
+        part_cost = SPLIT_PART_K * self.accumulator_bytes / 4 / self.k
 
-    def workspace_bytes(self, tiles: int, splits: int) -> int:
-        """split-K's workspace: a counter per tile (256-byte aligned), then each tile's parts (every
-        thread's accumulator)."""
+        def last_wave(parts: int) -> float:  # in tiles' time
+            return 1 / parts + (part_cost * parts if parts > 1 else 0)
+
+        return min(range(1, min(most, wave // rest if rest else 1) + 1), key=last_wave)
+
+    def split_units(self, tiles: int, resident_blocks: int, splits: int) -> int:
+        """The call's units (tiles, or pairs of tiles in clusters) whose K loops split into ``splits`` parts
+        (splits): all of few tiles, else its last ones, past its whole waves (of as many as it has SMs); none where
+        splits is 1."""
+        units, at_once = self._units(tiles, resident_blocks)
+        if splits == 1:
+            return 0
+        return units if self._all_split(units, at_once) else units % self._wave(at_once)
+
+    def _all_split(self, units: int, at_once: int) -> bool:
+        """Whether every tile of a call splits (splits): few tiles a batch item, fewer in the call than run at once."""
+        return units < at_once and self.tiles < GRID_MIN_TILES
+
+    def _wave(self, at_once: int) -> int:
+        """Units of a whole wave, where ``at_once`` run at once: one an SM (the blocks an SM runs share its time)."""
+        return max(1, at_once // self.blocks_per_sm)
+
+    def _units(self, tiles: int, resident_blocks: int) -> tuple[int, int]:
+        """What the kernel's blocks walk in a call on ``tiles`` tiles (of every batch item), and how many of them
+        run at once: its tiles and blocks, or in clusters its pairs of vertically neighbouring tiles and clusters."""
+        if self.cluster:
+            return tiles // self.tiles * -(-self.tiles_m // 2) * self.tiles_n, resident_blocks // 2
+        return tiles, resident_blocks
+
+    def workspace_bytes(self, tiles: int, resident_blocks: int, splits: int) -> int:
+        """split-K's workspace: a counter per split tile (workspace_counter_bytes), then each split tile's parts
+        (every thread's accumulator)."""
         part = self.tile.accumulator_size * self.tile.threads * self.accumulator_bytes
-        return -(-4 * tiles // 256) * 256 + tiles * splits * part
+        return self.workspace_counter_bytes(tiles, resident_blocks, splits) + self._split_tiles(
+            tiles, resident_blocks, splits) * splits * part
+
+    def workspace_counter_bytes(self, tiles: int, resident_blocks: int, splits: int) -> int:
+        """The start of split-K's workspace, which is zero before a launch (combine_splits' counters, a split
+        tile's each, 256-byte aligned); the parts after them need not be (each is written before it is read)."""
+        return -(-4 * self._split_tiles(tiles, resident_blocks, splits) // 256) * 256
+
+    def _split_tiles(self, tiles: int, resident_blocks: int, splits: int) -> int:
+        return self.split_units(tiles, resident_blocks, splits) * (2 if self.cluster else 1)
 
     @property
     def c_box_swizzle(self) -> int:
@@ -583,7 +639,8 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
             f"C of {desc.size.m} x {desc.size.n} has {tiles} tiles of {block.m}x{block.n}, 2**31 or more (the "
             f"kernel counts tiles in an int); split the problem, or use a larger Tile")
     # BatchInvariant(): one K order whatever the tiles, so never split-K
-    split_k = tiles < GRID_MIN_TILES and k_tiles >= 2 * MIN_SPLIT_K_TILES and "BatchInvariant" not in desc.operator_map
+    split_k = ((tiles < GRID_MIN_TILES or (tiles < MAX_SPLIT_K_TILES and desc.size.k >= SPLIT_TAIL_MIN_K))
+               and k_tiles >= 2 * MIN_SPLIT_K_TILES and "BatchInvariant" not in desc.operator_map)
     if given is None and fma_blocks_share_sm(tile, problem["b"].layout, desc.is_complex, tiles):
         stages = min(MAX_SUGGESTED_STAGES_TWO_BLOCKS, suggested_stages(stage_bytes, k_tiles, desc.sm, blocks_per_sm=2))
     if given is None and "BatchInvariant" in desc.operator_map and tiles < 2 * GRID_MIN_TILES:

@@ -48,8 +48,10 @@ SCALE_PARAMETERS = (KernelParameter("scale_a", "const float*"),) + tuple(
     KernelParameter(name, "long long") for name in ("scale_b_batch_stride", "scale_b_k_stride", "scale_b_col_stride"))
 # Grouped()'s (its batch is the groups): the groups' ends in A's rows (int32 on the device) and A's rows.
 GROUP_PARAMETERS = (KernelParameter("offsets", "const void*"), KernelParameter("total_rows", "long long"))
-# The grid kernel's, last: the K loop's splits per tile (1: none) and split-K's workspace.
-GRID_PARAMETERS = (KernelParameter("splits", "long long"), KernelParameter("workspace", "void*"))
+# The grid kernel's, last: the parts of a split tile's K loop (1: none), the tiles split (the call's last ones) and
+# split-K's workspace (GridPlan.splits, GridPlan.split_units).
+GRID_PARAMETERS = (KernelParameter("splits", "long long"), KernelParameter("split_units", "long long"),
+                   KernelParameter("workspace", "void*"))
 # The TMA grid kernel's, after those: the tensor maps of A and B (blasdx.runtime.tensor_map).
 TMA_PARAMETERS = (KernelParameter("a_map", "const __grid_constant__ blasdx::tensor_map"),
                   KernelParameter("b_map", "const __grid_constant__ blasdx::tensor_map"))
@@ -190,7 +192,13 @@ class ItemKernelPlan:
     def splits(self, work: int, resident_blocks: int) -> int:
         return 1
 
-    def workspace_bytes(self, work: int, splits: int) -> int:
+    def split_units(self, work: int, resident_blocks: int, splits: int) -> int:
+        return 0
+
+    def workspace_bytes(self, work: int, resident_blocks: int, splits: int) -> int:
+        return 0
+
+    def workspace_counter_bytes(self, work: int, resident_blocks: int, splits: int) -> int:
         return 0
 
     def registers_balance(self, launch_registers: int) -> bool:

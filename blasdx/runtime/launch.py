@@ -59,8 +59,8 @@ _SLOT = 16
 _PER_CALL = struct.Struct("<Q8xQ8xQ8x32s")  # alpha's and beta's slots as one field
 _BIAS_POINTER = struct.Struct("<Q")
 _BIAS_OFFSET = len(KERNEL_PARAMETERS) * _SLOT
-# A grid kernel's split count and workspace pointer, in two neighbouring slots (BoundLaunch.splits_offset).
-_SPLITS_AND_WORKSPACE = struct.Struct("<q8xQ")
+# A grid kernel's split count, split tiles and workspace pointer, in neighbouring slots (BoundLaunch.splits_offset).
+_SPLITS_AND_WORKSPACE = struct.Struct("<q8xq8xQ")
 _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
 
@@ -106,9 +106,11 @@ class BoundLaunch:
     # (converting costs ~1 us), at most _MAX_SCALARS pairs.
     scalars: dict = field(default_factory=dict, compare=False, hash=False)
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False)
-    # A grid kernel's K-loop splits per tile and the bytes of their workspace (0: no split-K).
+    # A grid kernel's K-loop splits per split tile, its split tiles and the bytes of their workspace (0: no split-K).
     splits: int = 1
+    split_units: int = 0
     workspace_bytes: int = 0
+    workspace_counter_bytes: int = 0  # its start, zeroed before each launch
     splits_offset: int = 0  # where the splits' and workspace's slots start in the block (a grid kernel's)
     # The TMA grid kernel's tensor maps of A and B (and of C where it stores C by TMA), written into their slots per call.
     tensor_maps: tuple[TensorMap, ...] | None = field(default=None, compare=False, hash=False)
@@ -138,6 +140,7 @@ class BoundLaunch:
             if self.workspace_bytes:
                 _SPLITS_AND_WORKSPACE.pack_into(arguments.values, self.splits_offset,
                                                 1 if workspace is None else self.splits,
+                                                0 if workspace is None else self.split_units,
                                                 0 if workspace is None else workspace.data.ptr)
             if self.tensor_maps is not None:
                 for tensor_map, pointer in zip(self.tensor_maps, (pa, pb, pc)):
@@ -145,14 +148,17 @@ class BoundLaunch:
             self.launch_kernel(*self.dimensions, stream, arguments.address, 0)
 
     def _workspace(self, stream: int) -> Any:
-        """split-K's workspace for one launch, zeroed, from CuPy's pool on the launch's stream (whose
-        blocks go back to that stream only: the next use of the memory follows this launch), or None
-        under stream capture (a graph would keep a pointer the pool hands out again: no split-K there)."""
+        """split-K's workspace for one launch, its counters zeroed (zeroing all of it cost more than the
+        GEMM on mid-size problems), from CuPy's pool on the launch's stream (whose blocks go back to that
+        stream only: the next use of the memory follows this launch), or None under stream capture (a
+        graph would keep a pointer the pool hands out again: no split-K there)."""
         cupy = cupy_module()
         if cupy.cuda.runtime.streamIsCapturing(stream):
             return None
         with stream_of(stream):
-            return cupy.zeros(self.workspace_bytes, dtype=cupy.uint8)
+            workspace = cupy.empty(self.workspace_bytes, dtype=cupy.uint8)
+        cupy.cuda.runtime.memsetAsync(workspace.data.ptr, 0, self.workspace_counter_bytes, stream)
+        return workspace
 
     def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0, pscales: tuple[int, int] = (0, 0),
                  poffsets: int = 0) -> bool:
@@ -196,6 +202,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
     plan = kernel.plan
     work = plan.work(batch)  # blocks' worth of work without split-K
     splits = plan.splits(work, kernel.resident_blocks)
+    split_units = plan.split_units(work, kernel.resident_blocks, splits)
     strides = (v.strides[0] if v.batch is not None else 0 for v in (va, vb, vc))
     fixed = dict(zip((p.name for p in BATCH_PARAMETERS), (batch, *strides)))  # batch, stride_a, _b, _c
     if groups is not None:
@@ -207,7 +214,7 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
         fixed.update(scale_a_batch_stride=0, scale_a_row_stride=sa.strides[0] if sa else 0,
                      scale_a_k_stride=sa.strides[1] if sa else 0, scale_b_batch_stride=sb.batch_stride if sb else 0,
                      scale_b_k_stride=sb.strides[0] if sb else 0, scale_b_col_stride=sb.strides[1] if sb else 0)
-    fixed["splits"] = splits  # where the kernel has the parameter; the workspace pointer comes per call
+    fixed.update(splits=splits, split_units=split_units)  # where the kernel has them; the workspace pointer comes per call
     parameters = plan.kernel_parameters(bias is not None, scales is not None)
     plain = [p for p in parameters if p not in TENSOR_MAP_PARAMETERS]
     arguments = ArgumentBlock(len(plain), len(parameters) - len(plain))
@@ -218,14 +225,16 @@ def bind(kernel: Kernel, va: MatrixView, vb: MatrixView, vc: MatrixView,
         grid = plan.grouped_blocks(groups.rows, groups.groups, kernel.resident_blocks)  # type: ignore[attr-defined]
     else:
         grid = plan.blocks(batch, kernel.resident_blocks, splits)
-    workspace_bytes = 0 if splits == 1 else plan.workspace_bytes(work, splits)
+    at_once = kernel.resident_blocks
+    workspace_bytes = 0 if splits == 1 else plan.workspace_bytes(work, at_once, splits)
+    counter_bytes = 0 if splits == 1 else plan.workspace_counter_bytes(work, at_once, splits)
     tensor_maps = None
     if plan.tma:
         assert isinstance(plan, GridPlan)  # the kinds whose kernels take tensor maps
         tensor_maps = tuple(TensorMap(operand_layout(plan, x, v, batch, groups is not None), address)
                             for x, v, address in zip("abc", (va, vb, vc), arguments.map_addresses))
-    return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits,
-                       workspace_bytes=workspace_bytes, tensor_maps=tensor_maps,
+    return BoundLaunch(kernel=kernel, grid=grid, has_bias=bias is not None, splits=splits, split_units=split_units,
+                       workspace_bytes=workspace_bytes, workspace_counter_bytes=counter_bytes, tensor_maps=tensor_maps,
                        splits_offset=_SLOT * next((i for i, p in enumerate(plain) if p.name == "splits"), 0),
                        scale_offsets=(_SLOT * next((i for i, p in enumerate(plain) if p.name == "scale_a"), 0),
                                       _SLOT * next((i for i, p in enumerate(plain) if p.name == "scale_b"), 0)),

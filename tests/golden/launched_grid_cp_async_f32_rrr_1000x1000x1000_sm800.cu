@@ -691,20 +691,19 @@ __device__ __forceinline__ void store_block_tile(const accumulator& acc, c_t* c,
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 32,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
 extern "C" __global__ void __launch_bounds__(256, 1) blasdx_grid_sm800_f32f32f32_1000x1000x1000_rrr_tile64x128x32_s4_t256_021800cd(
-const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace) {
+const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, long long split_units, void* workspace) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
   const long long tiles = batch * block_tiles;
-  const int parts = static_cast<int>(splits);
-  for (long long w = blockIdx.x; w < tiles * parts; w += gridDim.x) {
-    const long long tile = w / parts, item = tile / block_tiles;
-    const int split = static_cast<int>(w - tile * parts);
+  for (long long w = blockIdx.x; w < tiles; w += gridDim.x) {
+    const long long item = w / block_tiles;
+    const int split = 0, tile_parts = 1;
     int row0, col0;
-    block_tile_origin(static_cast<int>(tile - item * block_tiles), row0, col0);
+    block_tile_origin(static_cast<int>(w - item * block_tiles), row0, col0);
 
     accumulator acc = make_accumulator();
     mainloop_range(static_cast<const a_t*>(a) + item * stride_a, static_cast<const b_t*>(b) + item * stride_b, row0,
-                   col0, split * k_tiles / parts, (split + 1) * k_tiles / parts, smem, acc);
+                   col0, split * k_tiles / tile_parts, (split + 1) * k_tiles / tile_parts, smem, acc);
     store_block_tile(acc, static_cast<c_t*>(c) + item * stride_c, row0, col0, alpha, beta);
   }
 }

@@ -1697,11 +1697,10 @@ __device__ __forceinline__ void store_tail() {
 static_assert(sizeof(blasdx_block_gemm::acc_value_t) == 4 && blasdx_block_gemm::accumulator::size == 64,
               "split-K's workspace is sized for this accumulator (blasdx.plan.GridPlan.workspace_bytes)");
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(640, 1) blasdx_grid_sm900_bf16bf16f32_4096x4096x4096_rcr_tile256x128x64_s4_t640_7aee44a6(
-const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, void* workspace, const __grid_constant__ blasdx::tensor_map a_map, const __grid_constant__ blasdx::tensor_map b_map, const __grid_constant__ blasdx::tensor_map c_map) {
+const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx_block_gemm::scalar_t beta, long long batch, long long stride_a, long long stride_b, long long stride_c, long long splits, long long split_units, void* workspace, const __grid_constant__ blasdx::tensor_map a_map, const __grid_constant__ blasdx::tensor_map b_map, const __grid_constant__ blasdx::tensor_map c_map) {
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];
   const long long tiles = batch * block_tiles;
-  const int parts = static_cast<int>(splits);
   __shared__ unsigned long long landed[stages], freed[stages];  // per stage: its copies landed; its multiply is done
   if (blasdx::thread_rank() == 0) {
     for (int s = 0; s < stages; ++s) {
@@ -1722,12 +1721,12 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     blasdx::prefetch_tensor_map(b_map);
   for (long long w = blockIdx.x / 2; w < batch * pair_tiles; w += gridDim.x / 2) {  // this cluster's pairs of tiles
     const long long item = w / pair_tiles;
-    const int split = 0;
+    const int split = 0, tile_parts = 1;
     int row0, col0;
     pair_tile_origin(static_cast<int>(w - item * pair_tiles), rank, row0, col0);
 
-      produce_range(a_map, b_map, static_cast<int>(item), row0, col0, split * k_tiles / parts,
-                    (split + 1) * k_tiles / parts, step, landed, freed, smem, rank);
+      produce_range(a_map, b_map, static_cast<int>(item), row0, col0, split * k_tiles / tile_parts,
+                    (split + 1) * k_tiles / tile_parts, step, landed, freed, smem, rank);
     }
     produce_tail(step, freed);
     return;
@@ -1735,12 +1734,12 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   blasdx::set_registers<112, false>();
   for (long long w = blockIdx.x / 2; w < batch * pair_tiles; w += gridDim.x / 2) {  // this cluster's pairs of tiles
     const long long item = w / pair_tiles;
-    const int split = 0;
+    const int split = 0, tile_parts = 1;
     int row0, col0;
     pair_tile_origin(static_cast<int>(w - item * pair_tiles), rank, row0, col0);
 
     accumulator acc = make_accumulator();
-    consume_range(split * k_tiles / parts, (split + 1) * k_tiles / parts, step, landed, freed, smem, acc,
+    consume_range(split * k_tiles / tile_parts, (split + 1) * k_tiles / tile_parts, step, landed, freed, smem, acc,
 blasdx::identity{}, blasdx::identity{});
     store_block_tile_tma(acc, c_map, static_cast<const c_t*>(c) + item * stride_c, static_cast<int>(item), row0, col0, smem, boxes_stored, alpha, beta, blasdx::identity{}, blasdx::identity{});
   }

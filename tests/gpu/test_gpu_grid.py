@@ -333,6 +333,26 @@ def test_split_k_where_tiles_are_few(case):
     assert splits and max(splits) > 1, "split-K did not run"
 
 
+@pytest.mark.parametrize("batch", [None, 3], ids=["one", "batched"])
+def test_the_last_wave_of_deep_k_splits(batch):
+    """K deep enough (SPLIT_TAIL_MIN_K), a call of a few pairs of tiles more than the GPU's clusters: the whole
+    wave runs, then the last pairs' K loops in parts, all at once (GridPlan.splits); alpha, beta and the parts'
+    sum come out right."""
+    import cupy
+
+    import blasdx.pipeline
+
+    clusters = cupy.cuda.Device().attributes["MultiProcessorCount"] // 2
+    pairs = clusters + 1 if batch is None else clusters // batch + 1  # of tiles a column of 128 (a batch item's)
+    size = (2 * 256 * pairs, 128, 8192)
+    desc = grid(("bfloat16", "bfloat16", "float32"), "rcr", size)
+    run_and_check(desc, np.random.default_rng(12), batch=batch, alpha=2, beta=-1)
+    launched = [bound for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
+                if bound.kernel.plan.execution == "grid" and (bound.kernel.plan.m, bound.kernel.plan.k) == size[::2]]
+    assert launched and all(b.kernel.plan.cluster for b in launched)
+    assert max(b.splits for b in launched) > 1 and 0 < max(b.split_units for b in launched) < clusters  # a tail
+
+
 def test_split_k_with_hooks_and_bias():
     import cupy
 

@@ -26,6 +26,7 @@ from blasdx import (
     Type,
 )
 from blasdx.arch import accepted_sms, shared_memory_limit
+from blasdx.plan.grid import SPLIT_PART_K
 
 from ..support import F16F32, RCR, arrangement_of, grid
 
@@ -234,14 +235,35 @@ def test_the_tile_halves_until_the_problem_has_tiles_for_the_sms():
     assert tuple(grid(size=(2048, 2048, 2048)).tile) == (256, 128, 64)  # 128 tiles already
 
 
-def test_split_k_is_compiled_in_only_where_tiles_are_few():
+def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():
     few = grid(size=(256, 256, 16384))
+    part = few.plan.tile.accumulator_size * 128 * 4
     assert few.plan.split_k and "combine_splits" in few.source
-    assert few.plan.splits(16, 132) == 9 and few.plan.splits(16 * 9, 132) == 1  # a batch of 9 fills the GPU
-    assert few.plan.workspace_bytes(16, 9) == 256 + 16 * 9 * few.plan.tile.accumulator_size * 128 * 4
+    assert few.plan.splits(16, 132) == 9 and few.plan.split_units(16, 132, 9) == 16  # every tile, enough to fill the GPU
+    assert few.plan.workspace_bytes(16, 132, 9) == 256 + 16 * 9 * part
+    assert few.plan.workspace_counter_bytes(16, 132, 9) == 256  # the counters alone are zeroed before a launch
+    # a batch of 9: a wave of 132 tiles, then the last 12 in 6 parts (1/6 + 6 x 400/16384 of a tile's time)
+    assert few.plan.splits(16 * 9, 132) == 6 and few.plan.split_units(16 * 9, 132, 6) == 12
+    assert few.plan.blocks(9, 132, 6) == 132 and few.plan.workspace_bytes(16 * 9, 132, 6) == 256 + 12 * 6 * part
+    assert few.plan.splits(16 * 33, 132) == 1  # whole waves
     many = grid()
     assert not many.plan.split_k and "combine_splits" not in many.source and many.plan.splits(1, 132) == 1
     assert not grid(size=(64, 64, 256)).plan.split_k  # a K loop too short to split
+    assert not grid(size=(3072, 3072, 4096)).plan.split_k and grid(size=(3072, 3072, 8192)).plan.split_k
+
+
+def test_the_last_wave_splits_into_the_parts_that_end_it_soonest():
+    """Deep K (SPLIT_TAIL_MIN_K): the tiles past the call's whole waves split, all their parts at once, into the
+    count that minimizes 1 / parts + parts x SPLIT_PART_K / k; none where the last wave is full or would
+    need a second round of parts."""
+    plan = blasdx.plan.grid_with_alignment(grid(size=(2304, 1024, 16384)).plan, (8, 16, 16))  # no TMA: no clusters
+    assert plan.split_k and not plan.cluster and plan.blocks_per_sm == 1 and plan.tiles == 9 * 8
+    cost = SPLIT_PART_K / 16384
+    best = min(range(1, 17), key=lambda p: 1 / p + (cost * p if p > 1 else 0))
+    assert best == 6 and plan.splits(72, 66) == best and plan.split_units(72, 66, best) == 6
+    assert plan.blocks(1, 66, best) == 66 and plan.workspace_counter_bytes(72, 66, best) == 256
+    assert plan.splits(66 + 40, 66) == 1  # 40 tiles in two parts would take two rounds
+    assert plan.splits(2 * 66, 66) == 1 and plan.split_units(2 * 66, 66, 1) == 0
 
 
 def test_settable_tile_stages_and_threads():
@@ -429,7 +451,9 @@ def test_clusters_of_two_share_b_where_tiles_allow():
     assert p.cluster and p.launch_grid(1, 132) == 132 and p.launch_grid(1, 131) == 130
     assert p.launch_grid(1, 1000) == 2 * 8 * 32  # 16 tile rows in 8 pairs, 32 tile columns
     assert not plan(Tile(128, 128, 64), size=(128, 8192, 4096)).cluster  # one tile row
-    assert not plan(size=(200, 150, 4096)).cluster  # split-K compiled in
+    tail = plan(size=(3072, 3072, 8192))  # split-K compiled in (the last wave's K loops): clusters split alike
+    assert tail.split_k and tail.cluster and tail.splits(tail.tiles, 132) == 5
+    assert tail.split_units(tail.tiles, 132, 5) == 144 % 66 and tail.blocks(1, 132, 5) == 132
     assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).cluster  # no TMA
     assert "clusters of two" in grid().explain(width=0)
 

@@ -27,7 +27,7 @@ def test_a_block_descriptor_launches_its_batched_kernel():
     assert (launched.execution, launched.tma, launched.cluster) == ("block", False, False)
     assert launched.kernel_name == BLOCK.compile(arch=900).kernel_name
     assert launched.kernel_parameters(True)[:len(KERNEL_PARAMETERS)] == KERNEL_PARAMETERS
-    assert launched.work(7) == 7 and launched.splits(7, 100) == 1 and launched.workspace_bytes(7, 1) == 0
+    assert launched.work(7) == 7 and launched.splits(7, 100) == 1 and launched.workspace_bytes(7, 100, 1) == 0
     assert launched.blocks(7, 100, 1) == 7 and launched.blocks(2**40, 100, 1) == MAX_GRID  # a block an item
     assert launched.registers_balance(0)
 
