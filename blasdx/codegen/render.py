@@ -21,7 +21,7 @@ from ..errors import BlasdxError
 from ..plan import BatchedPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
 from ..plan.block import vector_bytes_of
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
-from ..plan.kernel import kernel_parameters, launch_min_blocks
+from ..plan.kernel import KernelParameter, launch_min_blocks
 from .hooks import GATES, NO_FUSION, Fusion
 from .naming import check_namespace
 
@@ -276,7 +276,7 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, schedule_size=plan.schedule_size,
         tma_store=plan.tma_store,
         gate_split=plan.gate_split, **tma,
-        **fusion_context(ns, fusion, grid=True, tma=plan.tma, grouped=plan.grouped, tma_store=plan.tma_store))
+        **fusion_context(ns, fusion, plan.kernel_parameters(fusion.bias, fusion.scaled), grid=True))
 
 
 def _tma_context(operand: TmaOperand, origin: str, item: str, halves: bool = False) -> dict:
@@ -291,29 +291,29 @@ def _tma_context(operand: TmaOperand, origin: str, item: str, halves: bool = Fal
             "gate_origin": f"{origin} / 2", "up_origin": f"(problem_n / 2 + {origin} / 2)"}
 
 
-def fusion_context(ns: str, fusion: Fusion, grid: bool = False, tma: bool = False, grouped: bool = False,
-                   tma_store: bool = False) -> dict:
-    """What hooks.cuh.j2 and a kernel's parameter list print of ``fusion``."""
+def fusion_context(ns: str, fusion: Fusion, parameters: tuple[KernelParameter, ...] = (), grid: bool = False) -> dict:
+    """What hooks.cuh.j2 prints of ``fusion``, and a kernel's parameter list of ``parameters`` (its plan's
+    kernel_parameters for the fusion's bias and scales)."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
-    parameters = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type)
-                  for p in kernel_parameters(fusion.bias, grid, tma, fusion.scaled, grouped, tma_store)]
-    return {"parameters": parameters, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
+    spelled = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type) for p in parameters]
+    return {"parameters": spelled, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
             "scale_block": PROMOTION_K, "grid": grid, "gate": fusion.gate, "gate_expression": GATES.get(fusion.gate, "")}
 
 
-def render_kernel(kernel: GemmPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
-    """The complete source of the batched kernel behind ``execute()``: ``kernel`` is the
-    batched kernel's plan (blasdx.plan.kernel_plan), ``name`` its kernel name."""
+def render_batched_kernel(plan: BatchedPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
+    """The complete source of the batched kernel behind a Block() descriptor's ``execute()``, ``name`` its kernel
+    name."""
     ns = BATCHED_NAMESPACE
+    kernel = plan.kernel  # the block GEMM laid out for the kernel (blasdx.plan.kernel_plan)
     return template("kernel.cu.j2").render(
         common=render_common(), device=render_block(kernel, ns, own_kernel=True), ns=ns,
         threads=kernel.threads, min_blocks=launch_min_blocks(kernel, fusion.bias), kernel_name=name,
         c_in_registers=kernel.c_in_registers, swizzled=kernel.a.swizzle > 0, promote_k=kernel.promote_k,
-        **fusion_context(ns, fusion),
+        **fusion_context(ns, fusion, plan.kernel_parameters(fusion.bias, fusion.scaled)),
     )
 
 
@@ -357,6 +357,3 @@ def render_numba_unit(plan: NumbaPlan, ns: str, fusion: Fusion = NO_FUSION) -> s
         partial_loads=tile.a.pack == 1 and tile.b.pack == 1, a_precision=tile.a.precision,
         **fusion_context(ns, fusion))
 
-
-def render_batched_kernel(plan: BatchedPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
-    return render_kernel(plan.kernel, name, fusion)

@@ -125,7 +125,7 @@ def render_warp_kernel(plan: WarpKernelPlan, name: str, fusion: Fusion = NO_FUSI
     ns = "blasdx_warp_gemm"
     return template("warp.cu.j2").render(
         common=render_common(), device=render_warp_block(plan.kernel, ns, own_kernel=True), ns=ns,
-        threads=plan.threads, warps=plan.warps, kernel_name=name, **fusion_context(ns, fusion))
+        threads=plan.threads, warps=plan.warps, kernel_name=name, **fusion_context(ns, fusion, plan.kernel_parameters(fusion.bias, fusion.scaled)))
 
 
 def explain_warp(desc: Descriptor, plan: WarpGemmPlan) -> list[str]:

@@ -695,11 +695,12 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(16) unsigned char smem[];
   const long long tiles = batch * block_tiles;
-  for (long long w = blockIdx.x; w < tiles; w += gridDim.x) {
-    const long long item = w / block_tiles;
-    const int split = 0, tile_parts = 1;
+  const int parts = static_cast<int>(splits);
+  for (long long w = blockIdx.x; w < tiles * parts; w += gridDim.x) {  // (parts: 1, splits without split-K's code)
+    const long long tile = w / parts, item = tile / block_tiles;
+    const int split = static_cast<int>(w - tile * parts), tile_parts = parts;
     int row0, col0;
-    block_tile_origin(static_cast<int>(w - item * block_tiles), row0, col0);
+    block_tile_origin(static_cast<int>(tile - item * block_tiles), row0, col0);
 
     accumulator acc = make_accumulator();
     mainloop_range(static_cast<const a_t*>(a) + item * stride_a, static_cast<const b_t*>(b) + item * stride_b, row0,

@@ -1701,6 +1701,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   using namespace blasdx_block_gemm;
   extern __shared__ __align__(1024) unsigned char smem[];
   const long long tiles = batch * block_tiles;
+  const int parts = static_cast<int>(splits);
   __shared__ unsigned long long landed[stages], freed[stages];  // per stage: its copies landed; its multiply is done
   if (blasdx::thread_rank() == 0) {
     for (int s = 0; s < stages; ++s) {
@@ -1721,7 +1722,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
     blasdx::prefetch_tensor_map(b_map);
   for (long long w = blockIdx.x / 2; w < batch * pair_tiles; w += gridDim.x / 2) {  // this cluster's pairs of tiles
     const long long item = w / pair_tiles;
-    const int split = 0, tile_parts = 1;
+    const int split = 0, tile_parts = parts;
     int row0, col0;
     pair_tile_origin(static_cast<int>(w - item * pair_tiles), rank, row0, col0);
 
@@ -1734,7 +1735,7 @@ const void* a, const void* b, void* c, blasdx_block_gemm::scalar_t alpha, blasdx
   blasdx::set_registers<112, false>();
   for (long long w = blockIdx.x / 2; w < batch * pair_tiles; w += gridDim.x / 2) {  // this cluster's pairs of tiles
     const long long item = w / pair_tiles;
-    const int split = 0, tile_parts = 1;
+    const int split = 0, tile_parts = parts;
     int row0, col0;
     pair_tile_origin(static_cast<int>(w - item * pair_tiles), rank, row0, col0);
 

@@ -25,6 +25,8 @@ cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed (pi
 cp = pytest.importorskip("cupy")
 import blasdx.numba  # noqa: E402
 
+from ..numba.shared_kernels import on_the_scheduler  # noqa: E402
+
 RCR = Arrangement("row_major", "col_major", "row_major")
 
 
@@ -509,20 +511,6 @@ def scheduler_kernel(g, desc, body, extra=()):
     # groups and rows as Python ints arrive (int64): a launch with other types would compile a kernel allowed 48 KiB
     kernel.compile((*arrays, types.int32[::1], types.int64, types.int64, *extra, types.float64, types.float64))
     blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
-    return kernel
-
-
-def on_the_scheduler(g):
-    def kernel(a, b, c, offsets, groups, rows, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        schedule = g.make_schedule()
-        g.schedule_groups(offsets, groups, rows, schedule)
-        for w in range(cuda.blockIdx.x, g.scheduled_tiles(schedule, groups), cuda.gridDim.x):
-            at = g.tile_of_groups(w, schedule, groups)
-            group, row0, col0, group_rows = at
-            acc = g.make_accumulator()
-            g.group_mainloop(a, b[group * g.b_group_size:], at, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta, group_rows)
     return kernel
 
 

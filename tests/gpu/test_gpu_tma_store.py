@@ -1,13 +1,15 @@
 """C stored by TMA (GridPlan.tma_store) on a GPU: float32 and int32 C against float64 on edge tiles, batches, beta,
-a bias with a hook, split-K, tf32, int8 and FP8; bitwise the register epilogue's result (the same C 4 bytes off its
-16-byte boundary); columns past n (C a view of wider rows) and rows past m untouched. Marked ``gpu``."""
+a bias with a hook, split-K, tf32, int8 and FP8, boxes of 128, 64 and 32 bytes, two wgmma tiles a warpgroup, odd n,
+C's rows n apart; bitwise the register epilogue's result (the same C 4 bytes off its 16-byte boundary), each from the
+kernel it names; columns past n (C a view of wider rows) and rows past m untouched. Marked ``gpu``."""
 
 from __future__ import annotations
 
 import pytest
 
 import blasdx
-from blasdx import SM, Arrangement, Grid, LeadingDimension, Precision, Size, Tile
+import blasdx.pipeline
+from blasdx import SM, Arrangement, BlockDim, Grid, LeadingDimension, Precision, Size, Tile
 
 from .gpu_support import torch_with_cuda
 
@@ -50,23 +52,32 @@ def _c_in_wider_rows(torch, batch, m, n, dtype, pad, offset=0):
     return whole[..., :m, :n], whole
 
 
-@pytest.mark.parametrize("prec, size, batch, beta, epilogue, tile", [
-    (("float16", "float16", "float32"), (1000, 1000, 520), None, 0.0, None, None),  # edges on every side
-    (("bfloat16", "bfloat16", "float32"), (300, 264, 128), 5, 0.5, None, None),  # a batch, beta
-    (("bfloat16", "bfloat16", "float32"), (777, 392, 256), None, -0.75, "gelu", None),  # bias + hook, beta
-    (("float16", "float16", "float32"), (256, 264, 16384), None, 0.0, None, (64, 128, 64)),  # split-K
-    (("float16", "float16", "float32"), (4096, 1032, 256), None, 0.25, None, None),  # clusters
-    (("tfloat32", "tfloat32", "float32"), (200, 264, 96), None, 0.0, "relu", None),
-    (("int8", "int8", "int32"), (520, 512, 512), None, 0.0, None, None),
-    (("float8_e4m3", "float8_e4m3", "float32"), (512, 520, 384), None, 0.0, None, None),  # partial sums promoted
-    (("float8_e5m2", "float8_e5m2", "float32"), (130, 136, 1008), 2, 1.0, "relu", None),  # rows of A on 16 bytes
-], ids=["f16f32-edges", "batch-beta", "bias-gelu-beta", "split-k", "cluster", "tf32-relu", "int8", "e4m3", "e5m2-batch"])
-def test_tma_stores_match_float64_and_the_register_epilogue_bitwise(torch, prec, size, batch, beta, epilogue, tile):
+F16F32, BF16F32 = ("float16", "float16", "float32"), ("bfloat16", "bfloat16", "float32")
+
+
+@pytest.mark.parametrize("prec, size, batch, beta, epilogue, ops, pad", [
+    (F16F32, (1000, 1000, 520), None, 0.0, None, (), 4),  # edges on every side
+    (BF16F32, (300, 264, 128), 5, 0.5, None, (), 4),  # a batch, beta
+    (BF16F32, (777, 392, 256), None, -0.75, "gelu", (), 4),  # bias + hook, beta
+    (F16F32, (256, 264, 16384), None, 0.0, None, (Tile(64, 128, 64),), 4),  # split-K
+    (F16F32, (4096, 1032, 256), None, 0.25, None, (), 4),  # clusters
+    (("tfloat32", "tfloat32", "float32"), (200, 264, 96), None, 0.0, "relu", (), 4),
+    (("int8", "int8", "int32"), (520, 512, 512), None, 0.0, None, (), 4),
+    (("float8_e4m3", "float8_e4m3", "float32"), (512, 520, 384), None, 0.0, None, (), 4),  # partial sums promoted
+    (("float8_e5m2", "float8_e5m2", "float32"), (130, 136, 1008), 2, 1.0, "relu", (), 4),  # rows of A on 16 bytes
+    (F16F32, (1000, 1000, 512), None, 0.5, None, (Tile(64, 16, 64),), 4),  # boxes of 64 bytes
+    (F16F32, (1000, 1000, 512), None, 0.0, "relu", (Tile(64, 8, 64),), 4),  # boxes of 32 bytes
+    (F16F32, (1000, 520, 256), None, 0.5, None, (Tile(256, 128, 64), BlockDim(256)), 4),  # two tiles a warpgroup
+    (BF16F32, (600, 1001, 256), None, 0.5, None, (), 3),  # odd n: rows 1004 apart
+    (("int8", "int8", "int32"), (520, 512, 512), 2, 2.0, None, (), 0),  # int32 C read (beta), rows n apart
+], ids=["f16f32-edges", "batch-beta", "bias-gelu-beta", "split-k", "cluster", "tf32-relu", "int8", "e4m3",
+        "e5m2-batch", "64-byte-boxes", "32-byte-boxes-bias", "two-tiles-a-warpgroup", "odd-n-beta", "int32-beta-ldc-n"])
+def test_tma_stores_match_float64_and_the_register_epilogue_bitwise(torch, prec, size, batch, beta, epilogue, ops, pad):
     m, n, k = size
-    pad = 4  # C's rows n + pad elements apart, still 16-byte multiples
+    # C's rows n + pad elements apart, a 16-byte multiple
     desc = Size(m, n, k) + Precision(*prec) + RCR + SM(900) + Grid() + LeadingDimension(k, k, n + pad)
-    desc = desc + Tile(*tile) if tile else desc
-    assert blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16)).tma_store
+    for op in ops:
+        desc = desc + op
     a, b, gen = _operands(torch, batch, m, n, k, prec, seed=sum(size))
     out = _dtype(torch, prec[2])
     integer = out == torch.int32
@@ -80,6 +91,9 @@ def test_tma_stores_match_float64_and_the_register_epilogue_bitwise(torch, prec,
         c.copy_(c0.expand_as(c))
         desc.execute(a, b, c, alpha=1.0 if integer else 0.75, beta=beta, **kw)
         torch.cuda.synchronize()
+        aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16 if offset == 0 else 4))
+        assert aligned.tma_store == (offset == 0)  # on 16-byte aligned C by TMA stores, else from registers ...
+        assert any(bound.kernel.plan == aligned for bound in blasdx.pipeline.BOUND_LAUNCHES.values())  # ... as launched
         assert bool((whole[..., :m, n:] == SENTINEL).all()) and bool((whole[..., m:, :] == SENTINEL).all()), \
             "written past C's edges"
         results.append(c.clone())

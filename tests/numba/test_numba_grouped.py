@@ -14,6 +14,7 @@ from blasdx import SM, Arrangement, Grid, Grouped, Precision, Size, compile_kern
 from blasdx.errors import UnsupportedError
 
 from .numba_support import cuda, link, types
+from .shared_kernels import on_the_scheduler
 
 pytestmark = pytest.mark.compile
 
@@ -26,23 +27,6 @@ RRR = Arrangement("row_major", "row_major", "row_major")
 
 def grouped(a, b, c, arrangement=RCR, size=(256, 384, 320)):
     return Size(*size) + Precision(a, b, c) + arrangement + SM(900) + Grouped()
-
-
-def scheduled(g):
-    """A persistent kernel over every group's tiles: the schedule, then per tile the group's K loop and its rows."""
-
-    def kernel(a, b, c, offsets, groups, rows, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        schedule = g.make_schedule()
-        g.schedule_groups(offsets, groups, rows, schedule)
-        for w in range(cuda.blockIdx.x, g.scheduled_tiles(schedule, groups), cuda.gridDim.x):
-            at = g.tile_of_groups(w, schedule, groups)
-            group, row0, col0, group_rows = at
-            acc = g.make_accumulator()
-            g.group_mainloop(a, b[group * g.b_group_size:], at, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta, group_rows)
-
-    return kernel
 
 
 def signature(a, b, c):
@@ -62,7 +46,7 @@ CASES = [  # (id, descriptor, A, B and C dtypes, the wgmma's types in the PTX)
 @pytest.mark.parametrize("desc, dtypes, instruction", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_kernel_on_the_groups_scheduler_links_with_everything_inlined(desc, dtypes, instruction):
     g = blasdx.numba.device_api(desc, arch=900)
-    linked = link(scheduled(g), signature(*dtypes), 900)
+    linked = link(on_the_scheduler(g), signature(*dtypes), 900)
     assert linked.calls == 0, "a device function was not inlined"
     assert linked.count("ld.local") == linked.count("st.local") == 0, "the accumulator or a tile left the registers"
     assert linked.stack_frame == 0
@@ -91,7 +75,7 @@ extern "C" __global__ void twin(const g::a_t* a, const g::b_t* b, g::c_t* c, con
 def test_a_grouped_kernel_takes_registers_near_its_cpp_twin():
     desc = CASES[0][1]
     g = blasdx.numba.device_api(desc, arch=900)
-    linked = link(scheduled(g), signature(*CASES[0][2]), 900)
+    linked = link(on_the_scheduler(g), signature(*CASES[0][2]), 900)
     twin = compile_kernel(desc.device_source("g") + TWIN, "twin", sm=900)
     assert twin.resources is not None
     assert linked.registers <= twin.resources.registers + 32, (linked.registers, twin.resources.registers)
@@ -162,7 +146,7 @@ def test_an_epilogue_of_ones_own_sees_the_groups_rows():
 
 def test_link_source_has_numba_compile_the_grouped_source():
     g = blasdx.numba.device_api(CASES[3][1], link="source")
-    linked = link(scheduled(g), signature(f16, f16, f16), 900)
+    linked = link(on_the_scheduler(g), signature(f16, f16, f16), 900)
     assert linked.calls == 0 and linked.count("ld.local") == 0 and linked.count("wgmma.mma_async") > 0
 
 
@@ -244,7 +228,7 @@ def _schedule_of_floats(g):
 
 I32, I64 = types.int32[::1], types.int64[::1]
 TYPING_ERRORS = [  # (id, the kernel compiled, message)
-    ("offsets-int64", _typed(scheduled, signature(u16, u16, f32)[:3] + (I64,) + signature(u16, u16, f32)[4:]),
+    ("offsets-int64", _typed(on_the_scheduler, signature(u16, u16, f32)[:3] + (I64,) + signature(u16, u16, f32)[4:]),
      r"schedule_groups\(\) argument 1 must be the groups' ends in A's rows \(offsets\): a 1-D array of int32, "
      r"got array\(int64"),
     ("schedule-of-floats", _typed(_schedule_of_floats, (I32, I64)),
@@ -259,7 +243,7 @@ TYPING_ERRORS = [  # (id, the kernel compiled, message)
      r"store_block_tile\(\) takes 7 arguments, got 6"),
     ("store-without-the-bias", _typed(_store_without_the_rows, (f32[::1],), bias=True),
      r"store_block_tile\(\) takes 10 arguments, got 6"),
-    ("b-of-float16", _typed(scheduled, signature(u16, f16, f32)),
+    ("b-of-float16", _typed(on_the_scheduler, signature(u16, f16, f32)),
      r"group_mainloop\(\) argument 2 is this GEMM's B \(bfloat16\): an array of uint16, got array\(float16"),
 ]
 
