@@ -594,11 +594,14 @@ def c_staging_bytes(tile: TilePlan, buffers: int) -> int:
 def stores_c_by_tma(tile: TilePlan, c: MatrixPlan, sm: int, is_complex: bool) -> bool:
     """Whether the TMA kernel stores C by TMA (GridPlan.tma_store): sm_90+, wgmma tiles whose A and B come by TMA,
     real row-major C (a lane's pair of values, neighbours in a row, go to shared memory as one) of at least
-    TMA_STORE_MIN_BYTES an element, the wgmma tile a whole number of boxes of 32 bytes or more."""
+    TMA_STORE_MIN_BYTES an element, the wgmma tile a whole number of boxes of 32 bytes or more, and C's rows whole
+    16-byte pieces, apart and wide (``c``, the whole C: a TMA store wrote a row's last piece whole, past n = 1001
+    float32 columns into the next three, on the H200)."""
     swizzle = c_box_swizzle(tile)
     return (sm >= TMA_MIN_SM and tile.instruction.is_wgmma and tile.a.swizzle > 0 and tile.b.swizzle > 0
             and not is_complex and c.layout == "row_major" and c.element_size >= TMA_STORE_MIN_BYTES
-            and swizzle in (32, 64, 128) and tile.tile_n * tile.c.element_size % swizzle == 0)
+            and swizzle in (32, 64, 128) and tile.tile_n * tile.c.element_size % swizzle == 0
+            and c.ld * c.element_size % 16 == 0 and c.inner * c.element_size % 16 == 0)
 
 
 def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: int) -> bool:
@@ -620,10 +623,8 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
     tile = replace(block, a=mats["a"], b=mats["b"], c=mats["c"], shared_memory_size=stage_bytes)
     k_tiles = -(-desc.size.k // block.k)
     problem = {x: matrix_plan(desc, x, 0, 0) for x in "abc"}
-    # room for a buffer of C's TMA stores (GridPlan.tma_store_fits), where C's rows can start on 16-byte boundaries
-    c = problem["c"]
-    stored_by_tma = stores_c_by_tma(tile, c, desc.sm, desc.is_complex) and c.ld * c.element_size % 16 == 0
-    reserved = c_staging_bytes(tile, 1) if stored_by_tma else 0
+    # room for a buffer of C's TMA stores (GridPlan.tma_store_fits), where TMA can store C
+    reserved = c_staging_bytes(tile, 1) if stores_c_by_tma(tile, problem["c"], desc.sm, desc.is_complex) else 0
     given = desc.operator_map.get("Stages")
     stages = (given.value if given is not None  # type: ignore[attr-defined]
               else suggested_stages(stage_bytes, k_tiles, desc.sm, reserved=reserved))
@@ -706,8 +707,8 @@ def grid_with_alignment(plan: GridPlan, alignment: tuple[int, int, int]) -> Grid
             f"(pointers and batch strides); this call's are aligned to {mats['a'].alignment} and "
             f"{mats['b'].alignment} bytes: align them, or interleave the weights once and pass "
             f"layout='interleaved': {INTERLEAVE_WEIGHTS}")
-    c = plan.c  # TMA stores C where it starts, and steps between rows and batch items, on 16-byte boundaries
-    tma_store = tma and plan.tma_store_fits and alignment[2] >= 16 and c.ld * c.element_size % 16 == 0
+    # TMA stores C where it starts, and steps between batch items, on 16-byte boundaries (its rows: tma_store_fits)
+    tma_store = tma and plan.tma_store_fits and alignment[2] >= 16
     if mats["a"] == tile.a and mats["b"] == tile.b and tma == plan.tma and tma_store == plan.tma_store:
         return plan
     return replace(plan, tile=replace(tile, a=mats["a"], b=mats["b"]), tma=tma, tma_store=tma_store)

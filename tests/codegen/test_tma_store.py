@@ -93,12 +93,15 @@ def test_a_second_buffer_never_costs_the_second_block_an_sm():
 
 def test_no_room_is_kept_for_c_whose_rows_tma_cannot_store():
     """A 256x192 tile's four stages leave no room for a buffer of C: where C's rows can be stored by TMA the planner
-    takes three stages and the buffer, where they cannot (ldc 4090 float32, 16360 bytes) it keeps four."""
-    def desc(ldc):
-        return Size(4096, 4090, 4096) + F16_F32 + RCR + SM(900) + Grid() + LeadingDimension(4096, 4096, ldc) + Tile(256, 192, 64)
-    odd, even = desc(4090).plan, desc(4092).plan
-    assert (odd.stages, odd.tma_store_fits, _plan(desc(4090)).tma_store) == (4, False, False)
-    assert (even.stages, even.tma_store_fits, _plan(desc(4092)).tma_store) == (3, True, True)
+    takes three stages and the buffer, where they cannot it keeps four: rows 16376 bytes apart (ldc 4094 float32),
+    or 4090 columns, 16360 bytes wide (a TMA store writes a row's last 16 bytes whole)."""
+    def desc(n, ldc):
+        return Size(4096, n, 4096) + F16_F32 + RCR + SM(900) + Grid() + LeadingDimension(4096, 4096, ldc) + Tile(256, 192, 64)
+    for n, ldc in ((4092, 4094), (4090, 4092)):
+        cannot = desc(n, ldc)
+        assert (cannot.plan.stages, cannot.plan.tma_store_fits, _plan(cannot).tma_store) == (4, False, False)
+    can = desc(4092, 4092)
+    assert (can.plan.stages, can.plan.tma_store_fits, _plan(can).tma_store) == (3, True, True)
 
 
 def test_explain_says_how_c_leaves():

@@ -68,7 +68,7 @@ F16F32, BF16F32 = ("float16", "float16", "float32"), ("bfloat16", "bfloat16", "f
     (F16F32, (1000, 1000, 512), None, 0.5, None, (Tile(64, 16, 64),), 4),  # boxes of 64 bytes
     (F16F32, (1000, 1000, 512), None, 0.0, "relu", (Tile(64, 8, 64),), 4),  # boxes of 32 bytes
     (F16F32, (1000, 520, 256), None, 0.5, None, (Tile(256, 128, 64), BlockDim(256)), 4),  # two tiles a warpgroup
-    (BF16F32, (600, 1001, 256), None, 0.5, None, (), 3),  # odd n: rows 1004 apart
+    (BF16F32, (600, 1001, 256), None, 0.5, None, (), 3),  # odd n, rows 1004 apart: from registers (stores_c_by_tma)
     (("int8", "int8", "int32"), (520, 512, 512), 2, 2.0, None, (), 0),  # int32 C read (beta), rows n apart
 ], ids=["f16f32-edges", "batch-beta", "bias-gelu-beta", "split-k", "cluster", "tf32-relu", "int8", "e4m3",
         "e5m2-batch", "64-byte-boxes", "32-byte-boxes-bias", "two-tiles-a-warpgroup", "odd-n-beta", "int32-beta-ldc-n"])
@@ -92,7 +92,8 @@ def test_tma_stores_match_float64_and_the_register_epilogue_bitwise(torch, prec,
         desc.execute(a, b, c, alpha=1.0 if integer else 0.75, beta=beta, **kw)
         torch.cuda.synchronize()
         aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16 if offset == 0 else 4))
-        assert aligned.tma_store == (offset == 0)  # on 16-byte aligned C by TMA stores, else from registers ...
+        whole_pieces = n * out.itemsize % 16 == 0  # (a TMA store writes a row's last 16 bytes whole)
+        assert aligned.tma_store == (offset == 0 and whole_pieces)  # 16-byte aligned C by TMA, else from registers ...
         assert any(bound.kernel.plan == aligned for bound in blasdx.pipeline.BOUND_LAUNCHES.values())  # ... as launched
         assert bool((whole[..., :m, n:] == SENTINEL).all()) and bool((whole[..., m:, :] == SENTINEL).all()), \
             "written past C's edges"
