@@ -7,6 +7,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
+from ..describe.families.common import GRID_MIN_TILES
 from ..describe.operators import execution_operators
 from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
@@ -14,6 +15,7 @@ from .grid import (
     MAX_SPLIT_K_TILES,
     MAX_SPLITS,
     MIN_SPLIT_K_TILES,
+    SPLIT_TAIL_MIN_K,
     TMA_STORE_ROWS,
     GridPlan,
     grid_with_alignment,
@@ -256,13 +258,22 @@ def _split_k_line(desc: Descriptor, p: GridPlan) -> str:
     if "BatchInvariant" in desc.operator_map:
         return "split-K: never (BatchInvariant(): each tile's K loop runs whole, in one order, on one block)"
     if not p.split_k:
-        return (f"split-K: none ({_count(p.tiles, 'tile')} of {_count(p.k_tiles, 'K step')} a batch item: "
-                f"{MAX_SPLIT_K_TILES} tiles or more, or fewer than {2 * MIN_SPLIT_K_TILES} K steps)")
-    return (f"split-K: the call's tiles (of every batch item) run in whole waves of as many as the GPU runs at once; "
-            f"the K loops of the rest, which would leave SMs idle, split into the parts (up to {MAX_SPLITS}, of "
-            f"{MIN_SPLIT_K_TILES} K tiles or more) that end the last wave soonest, in a workspace from CuPy's pool; "
-            f"the last part to finish adds them up in order (the same result whichever it is). Not under stream "
-            f"capture (CUDA graphs)")
+        if p.k_tiles < 2 * MIN_SPLIT_K_TILES:
+            why = f"a K loop of {_count(p.k_tiles, 'step')}, fewer than {2 * MIN_SPLIT_K_TILES}"
+        elif p.tiles >= MAX_SPLIT_K_TILES:
+            why = f"{_count(p.tiles, 'tile')} a batch item, {MAX_SPLIT_K_TILES} or more"
+        else:
+            why = (f"{_count(p.tiles, 'tile')} a batch item, {GRID_MIN_TILES} or more, and k = {p.k}: the last "
+                   f"wave's K loops split from k = {SPLIT_TAIL_MIN_K}")
+        return f"split-K: none ({why})"
+    few = (f"where a call has fewer tiles than the GPU runs blocks at once (a batch item fewer than "
+           f"{GRID_MIN_TILES}), each tile's K loop splits into enough parts to fill it; elsewhere " if p.tiles < GRID_MIN_TILES
+           else "")
+    return (f"split-K: {few}the call's tiles (of every batch item) run in whole waves of as many as the GPU runs at "
+            f"once, and the K loops of the rest, which would leave SMs idle, split into the parts that end the last "
+            f"wave soonest; parts up to {MAX_SPLITS}, of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace from "
+            f"CuPy's pool; the last part to finish adds them up in order (the same result whichever it is). Not under "
+            f"stream capture (CUDA graphs)")
 
 
 def _invariance_lines(desc: Descriptor, p: GridPlan) -> list[str]:

@@ -59,7 +59,7 @@ _SLOT = 16
 _PER_CALL = struct.Struct("<Q8xQ8xQ8x32s")  # alpha's and beta's slots as one field
 _BIAS_POINTER = struct.Struct("<Q")
 _BIAS_OFFSET = len(KERNEL_PARAMETERS) * _SLOT
-# A grid kernel's split count, split tiles and workspace pointer, in neighbouring slots (BoundLaunch.splits_offset).
+# A grid kernel's split count, split units and workspace pointer, in neighbouring slots (BoundLaunch.splits_offset).
 _SPLITS_AND_WORKSPACE = struct.Struct("<q8xq8xQ")
 _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
@@ -106,7 +106,8 @@ class BoundLaunch:
     # (converting costs ~1 us), at most _MAX_SCALARS pairs.
     scalars: dict = field(default_factory=dict, compare=False, hash=False)
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, hash=False)
-    # A grid kernel's K-loop splits per split tile, its split tiles and the bytes of their workspace (0: no split-K).
+    # A grid kernel's K-loop parts per split unit (GridPlan.split_units), its split units and the bytes of their
+    # workspace (0: no split-K).
     splits: int = 1
     split_units: int = 0
     workspace_bytes: int = 0

@@ -250,6 +250,21 @@ def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():
     assert not many.plan.split_k and "combine_splits" not in many.source and many.plan.splits(1, 132) == 1
     assert not grid(size=(64, 64, 256)).plan.split_k  # a K loop too short to split
     assert not grid(size=(3072, 3072, 4096)).plan.split_k and grid(size=(3072, 3072, 8192)).plan.split_k
+    shallow = grid(size=(256, 256, 2048)).plan  # few tiles, K under SPLIT_TAIL_MIN_K: a batch that fills the GPU whole
+    assert shallow.split_k and shallow.splits(shallow.tiles * 17, 132) == 1
+
+
+def test_explain_says_whether_and_how_k_loops_split():
+    def line(size):
+        return next(x for x in grid(size=size).explain(width=0).splitlines() if x.startswith("split-K:"))
+
+    assert "512 tiles a batch item, 66 or more, and k = 4096: the last wave's K loops split from k = 8192" in line(
+        (4096, 4096, 4096))
+    assert line((64, 64, 256)) == "split-K: none (a K loop of 4 steps, fewer than 8)"
+    assert line((16384, 16384, 8192)) == "split-K: none (8192 tiles a batch item, 1024 or more)"
+    deep, few = line((3072, 3072, 8192)), line((256, 256, 16384))
+    assert "split into the parts that end the last wave soonest" in deep and "enough parts to fill it" not in deep
+    assert "each tile's K loop splits into enough parts to fill it" in few
 
 
 def test_the_last_wave_splits_into_the_parts_that_end_it_soonest():
