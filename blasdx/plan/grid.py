@@ -504,6 +504,7 @@ class GridPlan:
         return -(-4 * self._split_tiles(tiles, resident_blocks, splits) // 256) * 256
 
     def _split_tiles(self, tiles: int, resident_blocks: int, splits: int) -> int:
+        """The call's tiles whose K loops split: its split units' (two a pair in clusters)."""
         return self.split_units(tiles, resident_blocks, splits) * (2 if self.cluster else 1)
 
     @property
