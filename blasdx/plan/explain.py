@@ -7,7 +7,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
-from ..describe.families.common import GRID_MIN_TILES
+from ..describe.families.common import GRID_MIN_TILES, wave_fitted_rows
 from ..describe.operators import execution_operators
 from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
@@ -200,6 +200,9 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     launched = grid_with_alignment(p, (16, 16, 16))
     kernels = kernels_line(p.kernel_name, launched.kernel_name, desc.alignment)
     given = {kind: "given" if kind in ops else "suggested" for kind in ("Tile", "Stages", "BlockDim")}
+    rows, why = wave_fitted_rows(p.m, p.n, p.k, t.n)
+    if given["Tile"] == "suggested" and t.instruction.is_wgmma and t.m == rows == 192 and "BatchInvariant" not in ops:
+        given["Tile"] += f": {why}"
     if launched.tma and t.promote_k:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies; "
                    + ("K tiles go in pairs, the second's wgmma running while the first's partial sums are added"

@@ -651,9 +651,31 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
         # fewer tiles than SMs and no split-K to add blocks: each block's K loop is the call's time, and deeper
         # stages keep more of it in flight (benchmarks/RESULTS.md, Batch invariance)
         stages = max(stages, min(MAX_STAGES, k_tiles, (limit - reserved) // stage_bytes))
-    return GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
+    plan = GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
                     split_k=split_k, item_block=item_block_choice(desc)[0])
+    _check_tma_registers(plan)
+    return plan
+
+
+def _check_tma_registers(plan: GridPlan) -> None:
+    """Refuse, before any compile, a wgmma tile whose accumulators the TMA kernel's launch registers cannot hold:
+    ptxas compiles all of that kernel within them (setmaxnreg moves registers between warpgroups at run time, it adds
+    none to the code), and fails (C7602) where a warpgroup's wgmma needs more."""
+    if not tma_runs(plan, 16, 16):
+        return
+    on_tma, t = replace(plan, tma=True), plan.tile
+    accumulators = t.accumulator_size * plan.accumulator_bytes // 4  # (promoted partial sums ptxas fits beside them)
+    have, need = on_tma._launch_registers(1), accumulators + SPARE_REGISTERS
+    if have < need:
+        fitting_n = (have - SPARE_REGISTERS) * t.n // accumulators // 16 * 16
+        narrower = f"Tile({t.m}, {fitting_n}, {t.k})" if fitting_n >= 16 else f"Tile(64, {t.n}, {t.k})"
+        raise UnsupportedError(
+            f"Tile({t.m}, {t.n}, {t.k}) on {t.threads} threads keeps {accumulators} accumulator "
+            f"registers a thread, and with the others it needs about {need}; the TMA kernel's {on_tma.threads} threads "
+            f"(a producer warpgroup's with the tile's) start with {have} each, within which ptxas compiles the whole "
+            f"kernel: use a tile of fewer outputs a thread (e.g. {narrower}), or more threads "
+            f"(BlockDim), or leave Tile out for the suggested one")
 
 
 def _invariant_checked(desc: Descriptor, block: TilePlan) -> TilePlan:

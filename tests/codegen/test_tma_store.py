@@ -92,11 +92,11 @@ def test_a_second_buffer_never_costs_the_second_block_an_sm():
 
 
 def test_no_room_is_kept_for_c_whose_rows_tma_cannot_store():
-    """A 256x192 tile's four stages leave no room for a buffer of C: where C's rows can be stored by TMA the planner
+    """A 128x96x128 tile's four stages leave no room for a buffer of C: where C's rows can be stored by TMA the planner
     takes three stages and the buffer, where they cannot it keeps four: rows 16376 bytes apart (ldc 4094 float32),
     or 4090 columns, 16360 bytes wide (a TMA store writes a row's last 16 bytes whole)."""
     def desc(n, ldc):
-        return Size(4096, n, 4096) + F16_F32 + RCR + SM(900) + Grid() + LeadingDimension(4096, 4096, ldc) + Tile(256, 192, 64)
+        return Size(4096, n, 4096) + F16_F32 + RCR + SM(900) + Grid() + LeadingDimension(4096, 4096, ldc) + Tile(128, 96, 128)
     for n, ldc in ((4092, 4094), (4090, 4092)):
         cannot = desc(n, ldc)
         assert (cannot.plan.stages, cannot.plan.tma_store_fits, _plan(cannot).tma_store) == (4, False, False)

@@ -259,7 +259,7 @@ def test_grouped_k_takes_a_bias_of_n_values_per_group_or_for_all(no_gpu):
 
 
 def test_given_stages_that_leave_no_room_for_the_schedule_are_refused():
-    desc = _grouped() + Tile(192, 256, 64)  # 4 stages of 57344 bytes fit Grid()'s limit, not beside the schedule
+    desc = _grouped() + Tile(64, 160, 128)  # 4 stages of 57344 bytes fit Grid()'s limit, not beside the schedule
     assert desc.plan.stages == 3  # suggested: fewer
     with pytest.raises(UnsupportedError, match=r"the groups' schedule .* use Stages\(3\)"):
         _ = (desc + Stages(4)).plan

@@ -14,6 +14,7 @@ import pytest
 import blasdx
 from blasdx import (
     SM,
+    Accumulation,
     Arrangement,
     BlockDim,
     Grid,
@@ -345,7 +346,7 @@ def test_the_last_wave_of_deep_k_splits(batch):
     clusters = cupy.cuda.Device().attributes["MultiProcessorCount"] // 2
     pairs = clusters + 1 if batch is None else clusters // batch + 1  # of tiles a column of 128 (a batch item's)
     size = (2 * 256 * pairs, 128, 8192)
-    desc = grid(("bfloat16", "bfloat16", "float32"), "rcr", size)
+    desc = grid(("bfloat16", "bfloat16", "float32"), "rcr", size, 900, False, Tile(256, 128, 64))
     run_and_check(desc, np.random.default_rng(12), batch=batch, alpha=2, beta=-1)
     launched = [bound for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
                 if bound.kernel.plan.execution == "grid" and (bound.kernel.plan.m, bound.kernel.plan.k) == size[::2]]
@@ -423,6 +424,39 @@ def test_tma_with_tiles_and_stages_set_by_hand(extra):
     run_and_check(grid(("float16", "float16", "float32"), "rcr", size, 900, False, *extra),
                   np.random.default_rng(12), batch=3, alpha=1, beta=1)
     assert tma_launches(size)
+
+
+@pytest.mark.parametrize("prec, arr, extra", [
+    (("float16", "float16", "float32"), "rcr", ()), (("float16", "float16", "float32"), "crr", ()),
+    (("bfloat16",) * 3, "rrc", ()), (("tfloat32", "tfloat32", "float32"), "rcr", ()),
+    (("int8", "int8", "int32"), "rcr", ()), (("float8_e4m3", "float8_e5m2", "float32"), "rcr", (Accumulation("fast"),)),
+], ids=["f16f32-rcr", "f16f32-crr", "bf16-rrc", "tf32", "i8", "fp8-fast"])
+def test_192_row_tiles_where_their_waves_take_less_time(prec, arr, extra):
+    """1504 x 1400 x 1040: 66 tiles of 256 rows or 88 of 192, one wave either way, so the suggested tile takes 192 rows
+    (three warpgroups, wave_fitted_rows) on the TMA kernel (every row 16-byte aligned); edge tiles on both sides,
+    batches, beta; bitwise the 256-row tile's C (each row meets the same instructions in the same K order)."""
+    import blasdx.pipeline
+    import blasdx.plan
+
+    desc = grid(prec, arr, (1504, 1400, 1040), 900, False, *extra)
+    aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    assert aligned.tile.m == 192 and aligned.tma
+    rng = np.random.default_rng(15)
+    if not extra:  # (fast accumulation's ~14-bit sums are past run_and_check's bound: 5e-3 below, as cuBLAS's)
+        run_and_check(desc, rng, batch=2, alpha=2, beta=-1)
+    a, b = Operand(desc, "a", 2, None, rng), Operand(desc, "b", 2, None, rng)
+    outs = []
+    for d in (desc, desc + Tile(256, 128, desc.plan.tile.k)):
+        c = Operand(d, "c", 2, None, rng)
+        d.execute(a.array, b.array, c.array)
+        outs.append(c.result())
+    assert np.array_equal(outs[0], outs[1])
+    ref = np.matmul(a.values, b.values)
+    if bound(desc):
+        assert relative_error(outs[0], ref) <= (5e-3 if extra else bound(desc))
+    else:
+        assert np.array_equal(outs[0], ref)
+    assert any(launch.kernel.plan == aligned for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
 
 
 @pytest.mark.parametrize("arr", ["rcr", "rrr", "ccr"])

@@ -26,6 +26,7 @@ from blasdx import (
     Type,
 )
 from blasdx.arch import accepted_sms, shared_memory_limit
+from blasdx.errors import UnsupportedError
 from blasdx.plan.grid import SPLIT_PART_K
 
 from ..support import F16F32, RCR, arrangement_of, grid
@@ -235,6 +236,26 @@ def test_the_tile_halves_until_the_problem_has_tiles_for_the_sms():
     assert tuple(grid(size=(2048, 2048, 2048)).tile) == (256, 128, 64)  # 128 tiles already
 
 
+def test_wgmma_tiles_take_192_rows_where_their_waves_take_less_time():
+    # 3072^3: 288 tiles of 256 rows take 3 waves of 132 blocks, and 384 of 192 rows 3 too, each 3/4 the time
+    assert (grid(size=(3072, 3072, 3072)).tile.m, grid(size=(3072, 3072, 3072)).block_dim.x) == (192, 384)
+    assert grid(size=(3000, 3000, 12288)).tile.m == 192  # deep K alike (no last wave to split)
+    assert grid(size=(1536, 1536, 1536)).replace(Precision("tfloat32", "tfloat32", "float32")).tile.m == 192
+    assert grid(size=(1504, 1400, 1040)).tile.m == 192  # 66 tiles or 88: one wave either way
+    for size in ((4096, 4096, 4096),  # 512 tiles in 4 waves, 704 of 192 in 6: 256 rows
+                 (2048, 2048, 2048),  # 128 tiles in one wave, 176 in two
+                 (6144, 5120, 2048),  # 8 waves of 256 rows or 10 of 192: 0.94 of the time, under the margin
+                 (1536, 1536, 512)):  # a K loop of 512: 192 rows lost 5%
+        assert grid(size=size).tile.m == 256, size
+    assert grid(BlockDim(512), size=(3072, 3072, 3072)).tile.m == 256  # threads given: a warpgroup a 64 rows
+    fp8 = grid(size=(3072, 3072, 3072)).replace(Precision("float8_e4m3", "float8_e4m3", "float32"))
+    assert fp8.tile.m == 128  # promoted partial sums keep their 128 x 128 tile
+    lines = grid(size=(3072, 3072, 3072)).explain(width=0)
+    assert ("384 tiles of 192x128 per batch item (Tile(192, 128, 64), suggested: 192 rows, not 256: 384 tiles of 192 "
+            "take 3 waves of 132 blocks, 288 of 256 3, whose tiles each take 4/3 the time)") in lines
+    assert "not 256" not in grid(Tile(192, 128, 64), size=(3072, 3072, 3072)).explain(width=0)
+
+
 def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():
     few = grid(size=(256, 256, 16384))
     part = few.plan.tile.accumulator_size * 128 * 4
@@ -271,7 +292,7 @@ def test_the_last_wave_splits_into_the_parts_that_end_it_soonest():
     """Deep K (SPLIT_TAIL_MIN_K): the tiles past the call's whole waves split, all their parts at once, into the
     count that minimizes 1 / parts + parts x SPLIT_PART_K / k; none where the last wave is full or would
     need a second round of parts."""
-    plan = blasdx.plan.grid_with_alignment(grid(size=(2304, 1024, 16384)).plan, (8, 16, 16))  # no TMA: no clusters
+    plan = blasdx.plan.grid_with_alignment(grid(Tile(256, 128, 64), size=(2304, 1024, 16384)).plan, (8, 16, 16))  # no TMA
     assert plan.split_k and not plan.cluster and plan.blocks_per_sm == 1 and plan.tiles == 9 * 8
     cost = SPLIT_PART_K / 16384
     best = min(range(1, 17), key=lambda p: 1 / p + (cost * p if p > 1 else 0))
@@ -458,6 +479,28 @@ def test_tma_blocks_share_an_sm_where_stages_and_registers_allow():
     assert not small.registers_balance(small.launch_registers - 16)
 
 
+def test_tiles_whose_accumulators_the_tma_kernel_cannot_hold_are_refused_before_any_compile():
+    # ptxas compiles all of the TMA kernel within its launch's registers: 640 threads start with 96, and a 64 x 192
+    # wgmma's 96 accumulators need about 122 (C7602); the fix names the widest tile that fits
+    with pytest.raises(UnsupportedError, match=r"Tile\(256, 192, 64\) .* 96 accumulator .* start with 96 each.*"
+                                                r"Tile\(256, 128, 64\)"):
+        _ = grid(Tile(256, 192, 64)).plan
+    with pytest.raises(UnsupportedError, match=r"512 threads .* start with 128 each.* Tile\(192, 192, 64\)"):
+        _ = grid(Tile(192, 256, 64)).plan
+    for fits in (Tile(192, 192, 64), Tile(128, 256, 64), Tile(192, 128, 64)):
+        assert blasdx.plan.grid_with_alignment(grid(fits).plan, (16, 16, 16)).tma
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("tile", [Tile(192, 192, 64), Tile(128, 256, 64), Tile(192, 128, 64)], ids=str)
+def test_the_widest_tiles_the_tma_kernel_takes_compile_without_spills(tile):
+    desc = grid(tile, size=(3072, 3072, 3072))
+    plan = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    fusion = blasdx.pipeline.fusion(desc, None, None, None, None, None, None, False)
+    resources = blasdx.pipeline.compile_for_arch(plan, 900, fusion).resources
+    assert plan.tma and resources is not None and not resources.spills, resources
+
+
 def test_clusters_of_two_share_b_where_tiles_allow():
     def plan(*ops, size=(4096, 4096, 4096)):
         return blasdx.plan.grid_with_alignment(grid(*ops, size=size).plan, (16, 16, 16))
@@ -466,7 +509,7 @@ def test_clusters_of_two_share_b_where_tiles_allow():
     assert p.cluster and p.launch_grid(1, 132) == 132 and p.launch_grid(1, 131) == 130
     assert p.launch_grid(1, 1000) == 2 * 8 * 32  # 16 tile rows in 8 pairs, 32 tile columns
     assert not plan(Tile(128, 128, 64), size=(128, 8192, 4096)).cluster  # one tile row
-    tail = plan(size=(3072, 3072, 8192))  # split-K compiled in (the last wave's K loops): clusters split alike
+    tail = plan(Tile(256, 128, 64), size=(3072, 3072, 8192))  # split-K compiled in (the last wave's K loops): clusters split alike
     assert tail.split_k and tail.cluster and tail.splits(tail.tiles, 132) == 5
     assert tail.split_units(tail.tiles, 132, 5) == 144 % 66 and tail.blocks(1, 132, 5) == 132
     assert not blasdx.plan.grid_with_alignment(grid().plan, (8, 16, 16)).cluster  # no TMA

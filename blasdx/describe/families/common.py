@@ -12,9 +12,19 @@ from ..operators import Size
 # A condition of a family: the words explain() and UnsupportedError print, and whether it holds.
 Condition = tuple[str, bool]
 
-# Tiles a problem should have before the suggested tile stops shrinking: half the 132 SMs of
-# an H100 (at one block per SM, a wave of tiles half the size costs about one of full ones).
-GRID_MIN_TILES = 66
+# Blocks a wave of Grid() tiles takes: the 132 SMs of an H100 SXM or an H200 at one block each, the GPUs
+# the suggested tiles were measured on (on others the waves fall otherwise; the results are the same).
+WAVE_BLOCKS = 132
+# Tiles a problem should have before the suggested tile stops shrinking: half a wave's blocks
+# (at one block per SM, a wave of tiles half the size costs about one of full ones).
+GRID_MIN_TILES = WAVE_BLOCKS // 2
+# The share of 256-row tiles' waves (their count times 256 rows) at or under which wgmma's suggested tile takes
+# 192 rows: a 192-row tile costs about 3/4 of a 256-row one, so it pays where it leaves no more waves, as
+# 3072^3's 384 tiles in 3 waves where 288 tall ones take 3 too (H200: 0.76 -> 0.99x cuBLAS), and loses a
+# few percent where the waves are many anyway (benchmarks/RESULTS.md, Grid against cuBLAS).
+SHORTER_TILE_SHARE = 0.85
+# The least k for 192-row tiles: a K loop of 512 lost 5% with them (1536^3 with k = 512), its epilogue a larger share.
+SHORTER_TILE_MIN_K = 1024
 
 
 def chosen_instruction(ops: Operators) -> tuple[Instruction, str]:
@@ -43,3 +53,20 @@ def fitted_tile(size: Size, tile: tuple[int, int, int], m_step: int, k_step: int
         else:
             break
     return m, n, k
+
+
+def tiles_of(m: int, n: int, tile_m: int, tile_n: int) -> int:
+    """Tiles of ``tile_m`` x ``tile_n`` that cover an ``m`` x ``n`` C."""
+    return math.ceil(m / tile_m) * math.ceil(n / tile_n)
+
+
+def wave_fitted_rows(m: int, n: int, k: int, tile_n: int) -> tuple[int, str]:
+    """192 or 256 rows for a wgmma tile ``tile_n`` wide (a warpgroup per 64) of an ``m`` x ``n`` x ``k`` problem,
+    whichever's waves of WAVE_BLOCKS tiles take less time by SHORTER_TILE_SHARE (a wave's time its tile's rows) where
+    k is SHORTER_TILE_MIN_K or more, with why where 192 is taken."""
+    waves = {rows: math.ceil(tiles_of(m, n, rows, tile_n) / WAVE_BLOCKS) for rows in (192, 256)}
+    if k < SHORTER_TILE_MIN_K or waves[192] * 192 > SHORTER_TILE_SHARE * waves[256] * 256:
+        return 256, ""
+    return 192, (f"192 rows, not 256: {tiles_of(m, n, 192, tile_n)} tiles of 192 take {waves[192]} waves of "
+                 f"{WAVE_BLOCKS} blocks, {tiles_of(m, n, 256, tile_n)} of 256 {waves[256]}, whose tiles each take 4/3 "
+                 f"the time")

@@ -28,7 +28,7 @@ from ..operands import (
     promotes_of,
 )
 from ..operators import Tile
-from .common import Condition, chosen_instruction, fitted_tile
+from .common import Condition, chosen_instruction, fitted_tile, wave_fitted_rows
 
 name = "wgmma"
 scope = "warpgroup"
@@ -220,7 +220,8 @@ def instruction(ops: Operators) -> tuple[Instruction, str]:
 
 
 def suggested_tile(ops: Operators) -> Tile | None:
-    """A Grid() tile of 256 x 128, a warpgroup per 64 rows (``grid_tile_threads``): 128 x 128 ran slower,
+    """A Grid() tile of 256 x 128, a warpgroup per 64 rows (``grid_tile_threads``), or 192 x 128 where its waves
+    take less time (``wave_fitted_rows``; BlockDim absent, so that each warpgroup has a tile): 128 x 128 ran slower,
     and 128 x 256's 128 accumulators a thread slowed the fused epilogue; where partial sums are promoted,
     128 x 128, each warpgroup's one tile with two tiles of partial sums, one in flight while the other
     is added (256 x 128 and 128 x 256 promoting a warpgroup's two tiles one at a time ran slower:
@@ -230,7 +231,11 @@ def suggested_tile(ops: Operators) -> Tile | None:
     if form is None or not all(held for _, held in _operator_conditions(ops, form)):
         return None
     rows = 128 if promotes(ops) else 256
-    return Tile(*fitted_tile(ops["Size"], (rows, 128, 128 // element_sizes_of(ops)["a"]), 64, form.k))  # type: ignore[arg-type]
+    size = ops["Size"]
+    m, n, k = fitted_tile(size, (rows, 128, 128 // element_sizes_of(ops)["a"]), 64, form.k)  # type: ignore[arg-type]
+    if m == 256 and "BlockDim" not in ops:  # (a warpgroup per 64 rows: grid_tile_threads)
+        m = wave_fitted_rows(size.m, size.n, size.k, n)[0]  # type: ignore[attr-defined]
+    return Tile(m, n, k)
 
 
 def suggested_threads(ops: Operators) -> int:
