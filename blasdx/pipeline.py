@@ -469,12 +469,12 @@ def launched_kernel(plan: DescriptorPlan, alignment: tuple[int, int, int], fusio
     """The kernel a call on arrays of ``alignment`` runs: the descriptor plan's (the block GEMM's batched
     kernel, a Grid() descriptor's grid kernel), but where the plan has a batched alternative (GridPlan.item_block)
     and the batch has at least as many items as the GPU runs blocks of it at once, that one (loaded, once, to
-    learn that count)."""
+    learn that count); else the grid kernel of the tile the batch's waves take least time with (GridPlan.for_batch)."""
     if plan.item_block is not None and batch is not None:
         item_kernel = kernel(aligned_plan(plan.item_block, alignment), fusion, device_id)
         if batch >= item_kernel.resident_blocks:
             return item_kernel
-    return kernel(aligned_plan(plan, alignment), fusion, device_id)
+    return kernel(aligned_plan(plan.for_batch(batch), alignment), fusion, device_id)
 
 
 # --- the caches ---------------------------------------------------------------------------

@@ -83,7 +83,7 @@ def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
     grid = make_grid_plan(desc)
     values = {f.name: getattr(grid, f.name) for f in fields(grid)}
     ragged_k = desc.operator_map["Execution"].ragged == "k"  # type: ignore[attr-defined]
-    plan = GroupedPlan(**{**values, "split_k": False, "item_block": None, "tma": True, "ragged_k": ragged_k})
+    plan = GroupedPlan(**{**values, "split_k": False, "item_block": None, "batch_grids": (), "tma": True, "ragged_k": ragged_k})
     if not plan.tile.instruction.is_wgmma:
         which = (" (Grouped('k') reads A column-major and B row-major, which wgmma takes for 16-bit precisions only: "
                  "float16, bfloat16)" if ragged_k else "")

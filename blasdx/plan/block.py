@@ -128,6 +128,10 @@ class GemmPlan:
         """A Grid() descriptor's batched alternative (GridPlan.item_block); a block GEMM is its own."""
         return None
 
+    def for_batch(self, batch: int | None) -> GemmPlan:
+        """The plan a call on ``batch`` items runs (GridPlan.for_batch): a block GEMM's, whatever the batch."""
+        return self
+
     # The batched kernel's choices (BatchedGemmPlan's fields) and a Grid() tile's (TilePlan's), off elsewhere.
     @property
     def c_in_registers(self) -> bool:

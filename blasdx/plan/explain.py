@@ -7,7 +7,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..arch import WGMMA_SM
-from ..describe.families.common import GRID_MIN_TILES, wave_fitted_rows
+from ..describe.families.common import GRID_MIN_TILES, SHORT_TILE_RATE, WAVE_BLOCKS, wave_fitted_rows
 from ..describe.operators import execution_operators
 from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
@@ -241,7 +241,7 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
         f"by column (the blocks running together share A and B in L2)",
         _split_k_line(desc, p),
         *_invariance_lines(desc, p),
-        _batches_line(desc),
+        _batches_line(desc, p),
         _epilogue_line(launched),
         _copies_line(launched) + _narrow_copies_hint(launched, desc.suggested_leading_dimension),
         "each tile is the block GEMM of tile_descriptor:",
@@ -297,15 +297,21 @@ def _invariance_lines(desc: Descriptor, p: GridPlan) -> list[str]:
             f"a row inside it"]
 
 
-def _batches_line(desc: Descriptor) -> str:
-    """Which kernel execute() runs on a batch (GridPlan.item_block), and why."""
+def _batches_line(desc: Descriptor, p: GridPlan) -> str:
+    """Which kernel execute() runs on a batch (GridPlan.item_block, GridPlan.for_batch), and why."""
     item, why = item_block_choice(desc)
+    others = ""
+    if p.batch_grids:
+        tiles = ", ".join(f"{g.tile.m}x{g.tile.n}" for g in p.batch_grids)
+        others = (f"; the grid kernel's tile on a batch is this one or {tiles} (fitted to an item's {p.m} rows), "
+                  f"whichever's waves of {WAVE_BLOCKS} tiles over the whole batch take least time (a tile under 192 "
+                  f"rows at {SHORT_TILE_RATE} the rate of a taller one)")
     if item is None:
-        return f"batches: this grid kernel, whatever the batch ({why})"
+        return f"batches: {'the' if others else 'this'} grid kernel, whatever the batch ({why}){others}"
     m, n, k = desc.size
     return (f"batches: {why}, so a call of at least as many items as the GPU runs blocks of it at once runs the "
             f"batched kernel of Size({m}, {n}, {k}) + Block() in its place (a block an item, several an SM); "
-            f"smaller batches run this one")
+            f"smaller batches run the grid kernel{others}")
 
 
 def _epilogue_line(p: GridPlan) -> str:

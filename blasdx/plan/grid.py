@@ -17,8 +17,8 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
-from ..describe.families.common import GRID_MIN_TILES
-from ..describe.operators import MAX_STAGES, Size
+from ..describe.families.common import GRID_MIN_TILES, wave_time
+from ..describe.operators import MAX_STAGES, Size, Tile
 from ..describe.precision import PRECISIONS
 from ..describe.traits import INVARIANT_ROWS
 from ..errors import ArgumentError, DescriptorError, UnsupportedError
@@ -157,6 +157,9 @@ class GridPlan:
     # grid kernel on large batches (item_block_choice); None where the grid kernel always runs.
     # Not in the repr, which identifies the grid kernel's source in the kernel cache.
     item_block: GemmPlan | None = field(default=None, repr=False)
+    # The grid kernel's plans of other tiles a batched call may run (for_batch): the suggested tile is fitted to one
+    # batch item, and a batch's tiles may fill the GPU's waves better with taller ones. Not in the repr either.
+    batch_grids: tuple[GridPlan, ...] = field(default=(), repr=False)
 
     @cached_property
     def _hash(self) -> int:
@@ -345,7 +348,14 @@ class GridPlan:
         row_major = c.layout == "row_major"
         gated_c = replace(c, cols=cols, ld=cols if row_major else c.ld, smem_ld=cols if row_major else c.smem_ld,
                           outer=c.rows if row_major else cols, inner=cols if row_major else c.rows)
-        return replace(self, c=gated_c, item_block=None, tma_store=False, gate_split=split)
+        return replace(self, c=gated_c, item_block=None, batch_grids=(), tma_store=False, gate_split=split)
+
+    def for_batch(self, batch: int | None) -> GridPlan:
+        """The plan a call on ``batch`` items (None: one) runs: of this one and batch_grids, the one whose waves of
+        the call's tiles take least time (wave_time), this one on ties."""
+        if batch is None or not self.batch_grids:
+            return self
+        return min((self, *self.batch_grids), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles))
 
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled, tma_store=self.tma_store)
@@ -562,7 +572,7 @@ class GridPlan:
     @property
     def digest(self) -> str:
         fields = asdict(self)
-        del fields["item_block"]  # another kernel's plan: nothing of it is in this one's code
+        del fields["item_block"], fields["batch_grids"]  # other kernels' plans: nothing of them is in this one's code
         if not self.tma_store:  # (the other kernels keep their names)
             del fields["tma_store"]
         if not self.gate_split:  # (the other kernels keep their names)
@@ -655,7 +665,20 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
                     split_k=split_k, item_block=item_block_choice(desc)[0])
     _check_tma_registers(plan)
-    return plan
+    return replace(plan, batch_grids=_batch_grids(desc, plan))
+
+
+def _batch_grids(desc: Descriptor, plan: GridPlan) -> tuple[GridPlan, ...]:
+    """The plans of the other tiles a batched call may run (GridPlan.for_batch): 256 and 192 rows x 128 (as the
+    batch item's sides allow), where the tile is suggested (no Tile, Stages or BlockDim) and wgmma's without promoted
+    partial sums, and not under BatchInvariant() (no kernel switched by the batch)."""
+    ops, t, size = desc.operator_map, plan.tile, desc.size
+    if any(kind in ops for kind in ("Tile", "Stages", "BlockDim", "BatchInvariant")) or not t.instruction.is_wgmma \
+            or t.promote_k:
+        return ()
+    n = min(128, -(-size.n // 16) * 16)
+    tiles = dict.fromkeys(Tile(min(rows, -(-size.m // 64) * 64), n, t.k) for rows in (256, 192))
+    return tuple(make_grid_plan(desc + tile) for tile in tiles if (tile.m, tile.n) != (t.m, t.n))
 
 
 def _check_tma_registers(plan: GridPlan) -> None:

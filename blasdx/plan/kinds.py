@@ -36,6 +36,9 @@ class DescriptorPlan(Protocol):
     def kernel_name(self) -> str: ...
     @property
     def item_block(self) -> DescriptorPlan | None: ...  # a batched alternative for large batches (GridPlan's)
+    # The plan a call on ``batch`` items (None: one) runs: a Grid() plan's of another tile where the batch's waves
+    # take less time with it (GridPlan.for_batch), else itself.
+    def for_batch(self, batch: int | None, /) -> DescriptorPlan: ...
     @property
     def m(self) -> int: ...
     @property

@@ -434,7 +434,8 @@ def test_tma_with_tiles_and_stages_set_by_hand(extra):
 def test_192_row_tiles_where_their_waves_take_less_time(prec, arr, extra):
     """1504 x 1400 x 1040: 66 tiles of 256 rows or 88 of 192, one wave either way, so the suggested tile takes 192 rows
     (three warpgroups, wave_fitted_rows) on the TMA kernel (every row 16-byte aligned); edge tiles on both sides,
-    batches, beta; bitwise the 256-row tile's C (each row meets the same instructions in the same K order)."""
+    beta; bitwise the 256-row tile's C (each row meets the same instructions in the same K order). One item a call
+    (a batch of two takes 256 rows: GridPlan.for_batch)."""
     import blasdx.pipeline
     import blasdx.plan
 
@@ -443,11 +444,11 @@ def test_192_row_tiles_where_their_waves_take_less_time(prec, arr, extra):
     assert aligned.tile.m == 192 and aligned.tma
     rng = np.random.default_rng(15)
     if not extra:  # (fast accumulation's ~14-bit sums are past run_and_check's bound: 5e-3 below, as cuBLAS's)
-        run_and_check(desc, rng, batch=2, alpha=2, beta=-1)
-    a, b = Operand(desc, "a", 2, None, rng), Operand(desc, "b", 2, None, rng)
+        run_and_check(desc, rng, batch=None, alpha=2, beta=-1)
+    a, b = Operand(desc, "a", None, None, rng), Operand(desc, "b", None, None, rng)
     outs = []
     for d in (desc, desc + Tile(256, 128, desc.plan.tile.k)):
-        c = Operand(d, "c", 2, None, rng)
+        c = Operand(d, "c", None, None, rng)
         d.execute(a.array, b.array, c.array)
         outs.append(c.result())
     assert np.array_equal(outs[0], outs[1])
@@ -457,6 +458,24 @@ def test_192_row_tiles_where_their_waves_take_less_time(prec, arr, extra):
     else:
         assert np.array_equal(outs[0], ref)
     assert any(launch.kernel.plan == aligned for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
+
+
+@pytest.mark.parametrize("prec, arr, size, batch, rows", [
+    (("float16", "float16", "float32"), "rcr", (500, 512, 256), 64, 256),  # 64 x 64 tiles fitted to an item
+    (("bfloat16",) * 3, "crr", (384, 640, 512), 48, 192),
+    (("float16",) * 3, "rcr", (1024, 1024, 1024), 2, 64),  # two items: the item's tile, one wave
+], ids=["256-rows", "192-rows", "kept"])
+def test_a_batch_runs_the_tile_whose_waves_take_least_time(prec, arr, size, batch, rows):
+    """GridPlan.for_batch: the grid kernel of a taller tile than the one fitted to an item where the batch's waves take
+    less time with it; edges (500 rows), beta."""
+    import blasdx.pipeline
+    import blasdx.plan
+
+    desc = grid(prec, arr, size)
+    chosen = blasdx.plan.grid_with_alignment(desc.plan.for_batch(batch), (16, 16, 16))
+    assert chosen.tile.m == rows and chosen.tma and desc.plan.item_block is None
+    run_and_check(desc, np.random.default_rng(16), batch=batch, alpha=2, beta=-1)
+    assert any(launch.kernel.plan == chosen for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
 
 
 @pytest.mark.parametrize("arr", ["rcr", "rrr", "ccr"])

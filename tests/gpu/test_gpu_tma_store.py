@@ -91,7 +91,7 @@ def test_tma_stores_match_float64_and_the_register_epilogue_bitwise(torch, prec,
         c.copy_(c0.expand_as(c))
         desc.execute(a, b, c, alpha=1.0 if integer else 0.75, beta=beta, **kw)
         torch.cuda.synchronize()
-        aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16 if offset == 0 else 4))
+        aligned = blasdx.plan.grid_with_alignment(desc.plan.for_batch(batch), (16, 16, 16 if offset == 0 else 4))
         whole_pieces = n * out.itemsize % 16 == 0  # (a TMA store writes a row's last 16 bytes whole)
         assert aligned.tma_store == (offset == 0 and whole_pieces)  # 16-byte aligned C by TMA, else from registers ...
         assert any(bound.kernel.plan == aligned for bound in blasdx.pipeline.BOUND_LAUNCHES.values())  # ... as launched

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+from dataclasses import replace
 
 import pytest
 
@@ -14,9 +15,11 @@ from blasdx import (
     SM,
     Alignment,
     Arrangement,
+    BatchInvariant,
     Block,
     BlockDim,
     Grid,
+    Grouped,
     InstructionFamily,
     LeadingDimension,
     Precision,
@@ -256,6 +259,33 @@ def test_wgmma_tiles_take_192_rows_where_their_waves_take_less_time():
     assert "not 256" not in grid(Tile(192, 128, 64), size=(3072, 3072, 3072)).explain(width=0)
 
 
+def test_a_batched_call_runs_the_tile_whose_waves_take_least_time():
+    # the suggested tile is fitted to one item; a batch's waves of 132 tiles may take less time with taller ones
+    def plan(size, prec=F16F32):
+        return (Size(*size) + prec + RCR + SM(900) + Grid()).plan
+
+    def tile(p):
+        return p.tile.m, p.tile.n
+
+    bf16 = Precision("bfloat16", "bfloat16", "bfloat16")
+    one = plan((1024, 1024, 1024), bf16)
+    assert tile(one) == (64, 128) and [tile(g) for g in one.batch_grids] == [(256, 128), (192, 128)]
+    assert one.for_batch(None) is one and one.for_batch(1) is one  # 128 tiles of 64 rows: one wave
+    assert tile(one.for_batch(16)) == (256, 128)  # 512 tiles of 256 rows: 4 waves, of 64 rows 16
+    assert tile(plan((768, 768, 768)).for_batch(12)) == (64, 128)  # 7 waves of 64 rows, 2 of 256 (216 tiles)
+    assert tile(plan((384, 640, 512), bf16).for_batch(48)) == (192, 128)  # 4 waves of 192 rows, 22 of 64x64
+    assert one.for_batch(16).batch_grids == () and one.for_batch(16).item_block is None
+    assert replace(one, batch_grids=()).kernel_name == one.kernel_name  # not in the grid kernel's name
+    # no switch: a tile given, BatchInvariant(), promoted FP8, a gated epilogue, Grouped()
+    desc = Size(1024, 1024, 1024) + bf16 + RCR + SM(900) + Grid()
+    for fixed in (desc + Tile(64, 128, 64), desc + Stages(3), desc + BatchInvariant(),
+                  desc.replace(Precision("float8_e4m3", "float8_e4m3", "float32"))):
+        assert fixed.plan.batch_grids == (), fixed
+    assert plan((1024, 2048, 1024)).gated().batch_grids == ()
+    assert (Size(128, 1024, 1024) + bf16 + RCR + SM(900) + Grouped()).plan.batch_grids == ()
+    assert "the grid kernel's tile on a batch is this one or 256x128, 192x128" in desc.explain(width=0)
+
+
 def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():
     few = grid(size=(256, 256, 16384))
     part = few.plan.tile.accumulator_size * 128 * 4
@@ -368,7 +398,7 @@ def test_a_batch_item_that_one_block_gemm_holds_has_its_block_plan(size, prec, e
     if item:
         block = Size(*size) + prec + RCR + SM(900) + Block()
         assert plan.item_block == block.plan
-    assert f"{'batched kernel of Size' if item else 'this grid kernel, whatever the batch'}" in desc.explain(width=0)
+    assert f"{'batched kernel of Size' if item else 'grid kernel, whatever the batch'}" in desc.explain(width=0)
 
 
 def test_a_call_runs_the_item_block_from_the_batch_that_fills_the_gpu_with_it(monkeypatch):

@@ -23,6 +23,10 @@ GRID_MIN_TILES = WAVE_BLOCKS // 2
 # 3072^3's 384 tiles in 3 waves where 288 tall ones take 3 too (H200: 0.76 -> 0.99x cuBLAS), and loses a
 # few percent where the waves are many anyway (benchmarks/RESULTS.md, Grid against cuBLAS).
 SHORTER_TILE_SHARE = 0.85
+# The rate of a wgmma tile under 192 rows (one or two warpgroups) against a taller one's, a wave's work alike: where a
+# batch's waves of tall tiles take as long as short ones', the tall ones ran 7-35% faster (16 x 1024^3, 64 x
+# 512x512x256); 12 x 768^3's 64-row tiles, 7 waves for 2 of 256 rows, 30% faster (benchmarks/RESULTS.md, Grid against cuBLAS).
+SHORT_TILE_RATE = 0.9
 # The least k for 192-row tiles: a K loop of 512 lost 5% with them (1536^3 with k = 512), its epilogue a larger share.
 SHORTER_TILE_MIN_K = 1024
 
@@ -70,3 +74,9 @@ def wave_fitted_rows(m: int, n: int, k: int, tile_n: int) -> tuple[int, str]:
     return 192, (f"192 rows, not 256: {tiles_of(m, n, 192, tile_n)} tiles of 192 take {waves[192]} waves of "
                  f"{WAVE_BLOCKS} blocks, {tiles_of(m, n, 256, tile_n)} of 256 {waves[256]}, whose tiles each take 4/3 "
                  f"the time")
+
+
+def wave_time(tile_m: int, tile_n: int, tiles: int) -> float:
+    """The time ``tiles`` of ``tile_m`` x ``tile_n`` take in waves of WAVE_BLOCKS, in tile outputs: a wave takes its
+    tile's outputs, a tile under 192 rows at SHORT_TILE_RATE."""
+    return math.ceil(tiles / WAVE_BLOCKS) * tile_m * tile_n / (SHORT_TILE_RATE if tile_m < 192 else 1)
