@@ -14,7 +14,7 @@ from ..errors import ArgumentError, UnsupportedError
 from ..plan import GridPlan, PlanOverrides, grid_with_alignment, make_grid_plan
 from ..plan.block import name_stem
 from ..plan.explain import explain_grid
-from ..plan.grid import MAX_SUGGESTED_STAGES, suggested_stages, tma_runs
+from ..plan.grid import MAX_SUGGESTED_STAGES, suggested_stages, tma_registers_refusal, tma_runs
 from ..plan.kernel import KernelParameter, kernel_parameters
 from . import ExecutionKind
 
@@ -91,6 +91,8 @@ def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
             f"Grouped() runs Grid()'s TMA kernel on wgmma tiles (SM 900, the precisions and layouts explain() lists "
             f"for wgmma){which}, but its tile runs {plan.tile.instruction.name}; change the descriptor to meet them, "
             f"or use Grid() per group")
+    if tma_registers_refusal(plan):
+        raise UnsupportedError(f"Grouped() runs Grid()'s TMA kernel, but {tma_registers_refusal(plan)}")
     if not tma_runs(plan, 16, 16):
         rows = {x: getattr(plan, x).ld * getattr(plan, x).element_size for x in "ab"}
         raise UnsupportedError(

@@ -20,6 +20,7 @@ from .grid import (
     GridPlan,
     grid_with_alignment,
     item_block_choice,
+    tma_registers_refusal,
 )
 from .kernel import kernel_plan
 
@@ -356,7 +357,9 @@ def _copies_line(p: GridPlan) -> str:
     if not p.tma:
         sharing = ("; two blocks share an SM (FMA tiles with row-major B or complex values: ptxas gets half the "
                    "registers, the copies of one block run while the other computes)") if p.blocks_per_sm == 2 else ""
-        return f"copies on 16-byte aligned arrays: {cp_async}{sharing}"
+        refusal = tma_registers_refusal(p) if p.tile.a.swizzle and p.tile.b.swizzle and p.sm >= WGMMA_SM else ""
+        no_tma = f" (no TMA: {refusal})" if refusal else ""
+        return f"copies on 16-byte aligned arrays: {cp_async}{sharing}{no_tma}"
     a, b = p.tma_operand("a"), p.tma_operand("b")
     sharing = "; two blocks share an SM, one's epilogue running while the other multiplies" if p.blocks_per_sm == 2 else ""
     if p.cluster:

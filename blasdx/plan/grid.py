@@ -17,7 +17,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
-from ..describe.families.common import GRID_MIN_TILES, wave_time
+from ..describe.families.common import GRID_MIN_TILES, WAVE_BLOCKS, wave_time
 from ..describe.operators import MAX_STAGES, Size, Tile
 from ..describe.precision import PRECISIONS
 from ..describe.traits import INVARIANT_ROWS
@@ -310,6 +310,7 @@ class GridPlan:
             what = "run the TMA kernel (SM 900, wgmma tiles)"
             why = (f"this GEMM's tiles run {t.instruction.name} on SM {self.sm} (explain() says why)"
                    if self.sm < TMA_MIN_SM or not (t.a.swizzle and t.b.swizzle) else
+                   f"its Tile cannot: {tma_registers_refusal(self)}" if tma_registers_refusal(self) else
                    f"its leading dimensions must be multiples of 16 bytes, and this descriptor's lda, ldb are "
                    f"{self.a.ld}, {self.b.ld} elements of {self.a.element_size} and {self.b.element_size} bytes")
             return (f"blasdx.swiglu/geglu(layout='split') copies each tile's gate and up columns of B from their two "
@@ -351,11 +352,13 @@ class GridPlan:
         return replace(self, c=gated_c, item_block=None, batch_grids=(), tma_store=False, gate_split=split)
 
     def for_batch(self, batch: int | None) -> GridPlan:
-        """The plan a call on ``batch`` items (None: one) runs: of this one and batch_grids, the one whose waves of
-        the call's tiles take least time (wave_time), this one on ties."""
+        """The plan a call on ``batch`` items (None: one) runs: of this one and those of batch_grids whose tiles
+        fill a wave of WAVE_BLOCKS (fewer would split their K loops, which wave_time does not count), the one whose
+        waves of the call's tiles take least time (wave_time), this one on ties."""
         if batch is None or not self.batch_grids:
             return self
-        return min((self, *self.batch_grids), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles))
+        fill = [g for g in self.batch_grids if batch * g.tiles >= WAVE_BLOCKS]
+        return min((self, *fill), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles))
 
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled, tma_store=self.tma_store)
@@ -664,7 +667,6 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
     plan = GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
                     split_k=split_k, item_block=item_block_choice(desc)[0])
-    _check_tma_registers(plan)
     return replace(plan, batch_grids=_batch_grids(desc, plan))
 
 
@@ -681,24 +683,20 @@ def _batch_grids(desc: Descriptor, plan: GridPlan) -> tuple[GridPlan, ...]:
     return tuple(make_grid_plan(desc + tile) for tile in tiles if (tile.m, tile.n) != (t.m, t.n))
 
 
-def _check_tma_registers(plan: GridPlan) -> None:
-    """Refuse, before any compile, a wgmma tile whose accumulators the TMA kernel's launch registers cannot hold:
-    ptxas compiles all of that kernel within them (setmaxnreg moves registers between warpgroups at run time, it adds
-    none to the code), and fails (C7602) where a warpgroup's wgmma needs more."""
-    if not tma_runs(plan, 16, 16):
-        return
-    on_tma, t = replace(plan, tma=True), plan.tile
-    accumulators = t.accumulator_size * plan.accumulator_bytes // 4  # (promoted partial sums ptxas fits beside them)
-    have, need = on_tma._launch_registers(1), accumulators + SPARE_REGISTERS
-    if have < need:
-        fitting_n = (have - SPARE_REGISTERS) * t.n // accumulators // 16 * 16
-        narrower = f"Tile({t.m}, {fitting_n}, {t.k})" if fitting_n >= 16 else f"Tile(64, {t.n}, {t.k})"
-        raise UnsupportedError(
-            f"Tile({t.m}, {t.n}, {t.k}) on {t.threads} threads keeps {accumulators} accumulator "
-            f"registers a thread, and with the others it needs about {need}; the TMA kernel's {on_tma.threads} threads "
-            f"(a producer warpgroup's with the tile's) start with {have} each, within which ptxas compiles the whole "
-            f"kernel: use a tile of fewer outputs a thread (e.g. {narrower}), or more threads "
-            f"(BlockDim), or leave Tile out for the suggested one")
+def tma_registers_refusal(plan: GridPlan) -> str:
+    """Why the TMA kernel cannot run this wgmma tile for want of registers ("" where it can): ptxas compiles all of
+    that kernel within its launch's registers (setmaxnreg moves registers between warpgroups at run time, it adds none
+    to the code), and fails (C7602) where one warpgroup's wgmma of 64 x tile_n needs more than they hold (its
+    accumulators and about SPARE_REGISTERS: 256 x 192 and 192 x 256 tiles)."""
+    t, on_tma = plan.tile, replace(plan, tma=True)
+    fragment = t.tile_n // 2 * plan.accumulator_bytes // 4
+    have = on_tma._launch_registers(1)
+    if fragment + SPARE_REGISTERS <= have:
+        return ""
+    widest = (have - SPARE_REGISTERS) * 8 // plan.accumulator_bytes // 16 * 16
+    return (f"the TMA kernel's {on_tma.threads} threads start with {have} registers each, within which ptxas compiles "
+            f"all of it, and a warpgroup's 64 x {t.tile_n} wgmma keeps {fragment} accumulators a thread (about "
+            f"{fragment + SPARE_REGISTERS} registers with the rest): a tile at most {widest} wide, or fewer threads")
 
 
 def _invariant_checked(desc: Descriptor, block: TilePlan) -> TilePlan:
@@ -766,7 +764,9 @@ def tma_runs(plan: GridPlan, a_alignment: int, b_alignment: int) -> bool:
     """Whether the grid kernel copies A and B by TMA: on sm_90+, where the tile is wgmma's
     (A and B in swizzled slabs) and both arrays start, and step between rows and batch items,
     on multiples of 16 bytes (``*_alignment`` says so of the pointer, the batch stride and the
-    leading dimension), as the tensor maps need."""
+    leading dimension), as the tensor maps need, and its launch's registers hold a warpgroup's wgmma
+    (tma_registers_refusal; elsewhere the cp.async kernel runs the tile)."""
     whole = (plan.a, plan.b)
     return (plan.sm >= TMA_MIN_SM and plan.tile.a.swizzle > 0 and plan.tile.b.swizzle > 0 and a_alignment >= 16
-            and b_alignment >= 16 and all(x.ld * x.element_size % 16 == 0 and x.ld * x.element_size < 2**40 for x in whole))
+            and b_alignment >= 16 and all(x.ld * x.element_size % 16 == 0 and x.ld * x.element_size < 2**40 for x in whole)
+            and not tma_registers_refusal(plan))

@@ -460,6 +460,19 @@ def test_192_row_tiles_where_their_waves_take_less_time(prec, arr, extra):
     assert any(launch.kernel.plan == aligned for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
 
 
+def test_a_tile_whose_wgmma_the_tma_kernel_cannot_hold_runs_the_cp_async_kernel_on_aligned_arrays():
+    """Tile(256, 192, 64): 640 threads of the TMA kernel start with 96 registers, a 64 x 192 wgmma needs about 122
+    (tma_registers_refusal), so 16-byte aligned arrays run the cp.async kernel; batches, beta."""
+    import blasdx.pipeline
+    import blasdx.plan
+
+    desc = grid(("float16", "float16", "float32"), "rcr", (520, 400, 264), 900, False, Tile(256, 192, 64))
+    aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    assert not aligned.tma
+    run_and_check(desc, np.random.default_rng(17), batch=2, alpha=2, beta=-1)
+    assert any(launch.kernel.plan == aligned for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
+
+
 @pytest.mark.parametrize("prec, arr, size, batch, rows", [
     (("float16", "float16", "float32"), "rcr", (500, 512, 256), 64, 256),  # 64 x 64 tiles fitted to an item
     (("bfloat16",) * 3, "crr", (384, 640, 512), 48, 192),
