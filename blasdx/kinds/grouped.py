@@ -91,8 +91,9 @@ def make_grouped_plan(desc: Descriptor) -> GroupedPlan:
             f"Grouped() runs Grid()'s TMA kernel on wgmma tiles (SM 900, the precisions and layouts explain() lists "
             f"for wgmma){which}, but its tile runs {plan.tile.instruction.name}; change the descriptor to meet them, "
             f"or use Grid() per group")
-    if tma_registers_refusal(plan):
-        raise UnsupportedError(f"Grouped() runs Grid()'s TMA kernel, but {tma_registers_refusal(plan)}")
+    refusal = tma_registers_refusal(plan)
+    if refusal:
+        raise UnsupportedError(f"Grouped() runs Grid()'s TMA kernel, but {refusal}")
     if not tma_runs(plan, 16, 16):
         rows = {x: getattr(plan, x).ld * getattr(plan, x).element_size for x in "ab"}
         raise UnsupportedError(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
 from ..describe.families.common import GRID_MIN_TILES, WAVE_BLOCKS, wave_time
+from ..describe.operands import round_up
 from ..describe.operators import MAX_STAGES, Size, Tile
 from ..describe.precision import PRECISIONS
 from ..describe.traits import INVARIANT_ROWS
@@ -678,8 +679,8 @@ def _batch_grids(desc: Descriptor, plan: GridPlan) -> tuple[GridPlan, ...]:
     if any(kind in ops for kind in ("Tile", "Stages", "BlockDim", "BatchInvariant")) or not t.instruction.is_wgmma \
             or t.promote_k:
         return ()
-    n = min(128, -(-size.n // 16) * 16)
-    tiles = dict.fromkeys(Tile(min(rows, -(-size.m // 64) * 64), n, t.k) for rows in (256, 192))
+    n = min(128, round_up(size.n, 16))
+    tiles = dict.fromkeys(Tile(min(rows, round_up(size.m, 64)), n, t.k) for rows in (256, 192))
     return tuple(make_grid_plan(desc + tile) for tile in tiles if (tile.m, tile.n) != (t.m, t.n))
 
 
