@@ -17,9 +17,9 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
+from ..describe.families import wgmma
 from ..describe.families.common import GRID_MIN_TILES, WAVE_BLOCKS, wave_time
-from ..describe.operands import round_up
-from ..describe.operators import MAX_STAGES, Size, Tile
+from ..describe.operators import MAX_STAGES, Size
 from ..describe.precision import PRECISIONS
 from ..describe.traits import INVARIANT_ROWS
 from ..errors import ArgumentError, DescriptorError, UnsupportedError
@@ -311,7 +311,7 @@ class GridPlan:
             what = "run the TMA kernel (SM 900, wgmma tiles)"
             why = (f"this GEMM's tiles run {t.instruction.name} on SM {self.sm} (explain() says why)"
                    if self.sm < TMA_MIN_SM or not (t.a.swizzle and t.b.swizzle) else
-                   f"its Tile cannot: {tma_registers_refusal(self)}" if tma_registers_refusal(self) else
+                   f"its Tile cannot: {registers}" if (registers := tma_registers_refusal(self)) else
                    f"its leading dimensions must be multiples of 16 bytes, and this descriptor's lda, ldb are "
                    f"{self.a.ld}, {self.b.ld} elements of {self.a.element_size} and {self.b.element_size} bytes")
             return (f"blasdx.swiglu/geglu(layout='split') copies each tile's gate and up columns of B from their two "
@@ -672,16 +672,14 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
 
 
 def _batch_grids(desc: Descriptor, plan: GridPlan) -> tuple[GridPlan, ...]:
-    """The plans of the other tiles a batched call may run (GridPlan.for_batch): 256 and 192 rows x 128 (as the
-    batch item's sides allow), where the tile is suggested (no Tile, Stages or BlockDim) and wgmma's without promoted
+    """The plans of the other tiles a batched call may run (GridPlan.for_batch: wgmma.batch_tiles), where the tile is
+    suggested (no Tile, Stages or BlockDim) and wgmma's without promoted
     partial sums, and not under BatchInvariant() (no kernel switched by the batch)."""
-    ops, t, size = desc.operator_map, plan.tile, desc.size
+    ops, t = desc.operator_map, plan.tile
     if any(kind in ops for kind in ("Tile", "Stages", "BlockDim", "BatchInvariant")) or not t.instruction.is_wgmma \
             or t.promote_k:
         return ()
-    n = min(128, round_up(size.n, 16))
-    tiles = dict.fromkeys(Tile(min(rows, round_up(size.m, 64)), n, t.k) for rows in (256, 192))
-    return tuple(make_grid_plan(desc + tile) for tile in tiles if (tile.m, tile.n) != (t.m, t.n))
+    return tuple(make_grid_plan(desc + tile) for tile in wgmma.batch_tiles(ops, t.k) if (tile.m, tile.n) != (t.m, t.n))
 
 
 def tma_registers_refusal(plan: GridPlan) -> str:

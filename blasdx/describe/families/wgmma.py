@@ -26,12 +26,15 @@ from ..operands import (
     k_major,
     precision_of,
     promotes_of,
+    round_up,
 )
 from ..operators import Tile
 from .common import Condition, chosen_instruction, fitted_tile, wave_fitted_rows
 
 name = "wgmma"
 scope = "warpgroup"
+# A Grid() tile's rows and columns before it is fitted to the problem (suggested_tile, batch_tiles).
+GRID_TILE_ROWS, GRID_TILE_COLS = 256, 128
 accumulators = "registers"
 swizzled_operands = True
 template = "gemm/wgmma.cuh.j2"
@@ -230,12 +233,22 @@ def suggested_tile(ops: Operators) -> Tile | None:
     form = _form(ops)
     if form is None or not all(held for _, held in _operator_conditions(ops, form)):
         return None
-    rows = 128 if promotes(ops) else 256
+    rows = 128 if promotes(ops) else GRID_TILE_ROWS
     size = ops["Size"]
-    m, n, k = fitted_tile(size, (rows, 128, 128 // element_sizes_of(ops)["a"]), 64, form.k)  # type: ignore[arg-type]
-    if m == 256 and "BlockDim" not in ops:  # (a warpgroup per 64 rows: grid_tile_threads)
+    m, n, k = fitted_tile(size, (rows, GRID_TILE_COLS, 128 // element_sizes_of(ops)["a"]), 64, form.k)  # type: ignore[arg-type]
+    if m == GRID_TILE_ROWS and "BlockDim" not in ops:  # (a warpgroup per 64 rows: grid_tile_threads)
         m = wave_fitted_rows(size.m, size.n, size.k, n)[0]  # type: ignore[attr-defined]
     return Tile(m, n, k)
+
+
+def batch_tiles(ops: Operators, k: int) -> tuple[Tile, ...]:
+    """The tiles ``k`` deep (the suggested one's) a batched Grid() call may run in place of the suggested one, which is
+    fitted to one item (GridPlan.for_batch): GRID_TILE_ROWS and 192 rows x GRID_TILE_COLS, as an item's m and n allow
+    (not halved for few tiles: a batch has more)."""
+    size = ops["Size"]
+    n = min(GRID_TILE_COLS, round_up(size.n, 16))  # type: ignore[attr-defined]
+    return tuple(dict.fromkeys(Tile(min(rows, round_up(size.m, 64)), n, k)  # type: ignore[attr-defined]
+                               for rows in (GRID_TILE_ROWS, 192)))
 
 
 def suggested_threads(ops: Operators) -> int:
