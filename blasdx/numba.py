@@ -2,7 +2,8 @@
 (import it explicitly).
 
     import blasdx.numba
-    g = blasdx.numba.device_api(GEMM)             # any Block() descriptor; arch=, hooks and bias= as execute()'s
+    g = blasdx.numba.device_api(GEMM)             # any Block() descriptor; arch=, hooks and bias= as execute()'s,
+                                                  # or hooks as Python functions of x (epilogue=leaky)
     @cuda.jit
     def kernel(a, b, c, lda, ldb, ldc, steps, alpha, beta):
         smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)  # A at g.a_offset, B at g.b_offset
@@ -61,16 +62,18 @@ arrays (``cuda.as_cuda_array(x)``, once) where short kernels are launched often.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import itertools
 import re
 import types as pytypes
+from dataclasses import replace
 from importlib import metadata as importlib_metadata
-from typing import Any
+from typing import Any, cast
 
 from . import pipeline
-from .codegen.hooks import NO_FUSION
-from .compiler import nvrtc_version
+from .codegen.hooks import NO_FUSION, Fusion, Hook, python_hook
+from .compiler import check_arch, nvrtc_version
 from .describe.descriptor import Descriptor
 from .describe.precision import PRECISIONS
 from .errors import ArgumentError, DeviceError, UnsupportedError
@@ -171,12 +174,140 @@ def _numba_dtype(precision: str, is_complex: bool) -> Any:
     return getattr(types, info.raw_name or info.numpy_name)
 
 
+# --- Hooks written in Python -------------------------------------------------------------------------------------
+
+# The C type a hook's x has, and its Numba type: a load hook's compute<a_t> (float for 16- and 8-bit floats), a C hook's
+# scalar_t (templates/common.cuh.j2's apply_load and apply_store).
+_HOOK_TYPES: dict[str, Any] = {"float": types.float32, "double": types.float64, "int": types.int32, "signed char": types.int8,
+               "unsigned char": types.uint8}
+# Numba's compiled hooks, by (symbol, arch): their LTO-IR, and what their symbol's key named by identity (kept alive,
+# so that no other object takes its id while the entry stands).
+_PYTHON_HOOKS: dict[tuple[str, int], tuple[Any, list]] = {}
+
+
+def _is_python_function(value: Any) -> bool:
+    """A Python function, or a Numba device function (its ``py_func``), as a hook of device_api."""
+    return isinstance(value, pytypes.FunctionType) or isinstance(getattr(value, "py_func", None), pytypes.FunctionType)
+
+
+def _python_function(value: Any) -> pytypes.FunctionType:
+    """The Python function of a hook (_is_python_function): itself, or a Numba device function's ``py_func``."""
+    return value if isinstance(value, pytypes.FunctionType) else value.py_func
+
+
+def _hook_ctype(plan: Any, slot: str) -> str:
+    """The C type of x in ``slot``'s hook (_HOOK_TYPES)."""
+    if slot in ("c_load", "c_store"):
+        return plan.scalar_type
+    precision = (plan.a if slot == "a_load" else plan.b).precision
+    if precision == "float64":
+        return "double"
+    if PRECISIONS[precision].is_float:
+        return "float"
+    return "signed char" if precision == "int8" else "unsigned char"  # (packed operands take no load hooks)
+
+
+def _code_key(code: pytypes.CodeType) -> tuple:
+    """What Numba compiles of a code object: its bytecode, constants (nested functions' code too) and names."""
+    consts = tuple(_code_key(c) if isinstance(c, pytypes.CodeType) else (type(c).__name__, repr(c))
+                   for c in code.co_consts)
+    return code.co_code, consts, code.co_names
+
+
+def _names(code: pytypes.CodeType) -> set[str]:
+    """The global names a code object and its nested functions read."""
+    found = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, pytypes.CodeType):
+            found |= _names(c)
+    return found
+
+
+def _behaviour(function: pytypes.FunctionType, kept: list, seen: set[int]) -> tuple:
+    """A key of what Numba compiles of ``function``: its code, and the values it reads from its closure and globals,
+    which Numba freezes as constants (numbers and strings by value, functions by their own key, modules by name,
+    arrays by their bytes); any other object by its identity, kept in ``kept`` (never the same key as another's)."""
+    if id(function) in seen:
+        return ("recursive", function.__qualname__)
+    seen.add(id(function))
+
+    def value(v: Any) -> Any:
+        if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+            return (type(v).__name__, repr(v))
+        if isinstance(v, tuple):
+            return tuple(value(x) for x in v)
+        if isinstance(v, pytypes.ModuleType):
+            return ("module", v.__name__)
+        if _is_python_function(v):
+            options = repr(sorted(getattr(v, "targetoptions", {}).items()))  # a Numba device function's (fastmath...)
+            return ("function", options, _behaviour(_python_function(v), kept, seen))
+        if type(v).__module__ == "numpy" and hasattr(v, "tobytes") and hasattr(v, "dtype"):  # an array or a scalar
+            return ("numpy", str(v.dtype), getattr(v, "shape", ()), hashlib.sha256(v.tobytes()).hexdigest())
+        kept.append(v)
+        return ("object", type(v).__qualname__, id(v))
+
+    cells = tuple(value(cell.cell_contents) for cell in function.__closure__ or ())
+    reads = tuple((name, value(function.__globals__[name])) for name in sorted(_names(function.__code__))
+                  if name in function.__globals__)
+    defaults = value(function.__defaults__ or ())
+    return function.__module__, function.__qualname__, _code_key(function.__code__), cells, reads, defaults
+
+
+def _compiled_hook(hook: Hook, slot: str, ctype: str, arch: int) -> tuple[Hook, Any]:
+    """``hook`` (a python_hook) compiled by Numba for ``arch`` as the C function ``ctype f(ctype x)``, and its LTO-IR.
+    Its symbol is a digest of what decides its code (_behaviour), so that the unit calling it is the same, and comes
+    from blasdx's disk cache, in every process."""
+    target = _python_function(hook.function)
+    fastmath = bool(getattr(hook.function, "targetoptions", {}).get("fastmath", False))  # a device function's own
+    kept: list = []
+    key = (_behaviour(target, kept, set()), fastmath, ctype)
+    symbol = f"blasdx_py_{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}"
+    entry = _PYTHON_HOOKS.get((symbol, arch))
+    if entry is None:
+        parameters = [p for p in inspect.signature(target).parameters.values()
+                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(parameters) != 1:
+            raise ArgumentError(f"{slot}={target.__qualname__}: a hook is a function of one value x (of {ctype}), "
+                                f"but it takes {len(parameters)} arguments without defaults")
+        numba_type = _HOOK_TYPES[ctype]
+        try:
+            ltoir, _ = cuda.compile(target, numba_type(numba_type), device=True, abi="c", abi_info={"abi_name": symbol},
+                                    output="ltoir", cc=divmod(arch // 10, 10), fastmath=fastmath, forceinline=True)
+        except Exception as exc:  # noqa: BLE001 - Numba's typing, lowering and NVVM errors alike: say which hook
+            lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines() if line.strip()]
+            raise ArgumentError(f"{slot}={target.__qualname__}: Numba could not compile it as a function of one "
+                                f"{numba_type} returning {numba_type} ({type(exc).__name__}: {' '.join(lines[:3])}; "
+                                f"the functions a hook calls must be cuda.jit(device=True) ones)") from exc
+        entry = _PYTHON_HOOKS.setdefault((symbol, arch), (LTOIR(ltoir, name=f"{symbol}.ltoir"), [target, *kept]))
+    declaration = f'extern "C" __device__ {ctype} {symbol}({ctype});'
+    return Hook("python", f"{symbol}(x)", declaration=declaration), entry[0]
+
+
+def _python_hooks(plan: Any, fusion: Fusion, arch: int | None) -> tuple[Fusion, tuple[Any, ...]]:
+    """``fusion`` with its hooks written in Python compiled by Numba for ``arch`` (default: the current GPU's) into
+    C functions that its own hooks call, and their LTO-IR for the kernel's link."""
+    written = [(slot, hook) for slot, hook in fusion.slots if hook.function is not None]
+    if not written:
+        return fusion, ()
+    if plan.is_complex:
+        raise ArgumentError(f"{written[0][0]}: hooks written in Python take real values, and this GEMM's are complex; "
+                            f"give a C++ expression of x (a blasdx::complex<T>), or transform the accumulator's values "
+                            f"in the kernel")
+    arch = _default_arch() if arch is None else arch
+    check_arch(arch)
+    resolved, codes = {}, []
+    for slot, hook in written:
+        resolved[slot], code = _compiled_hook(hook, slot, _hook_ctype(plan, slot), arch)
+        codes.append(code)
+    return replace(fusion, **cast("dict[str, Any]", resolved)), tuple(dict.fromkeys(codes))
+
+
 def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = None, epilogue: Any = None,
                a_load: Any = None, b_load: Any = None, c_load: Any = None, c_store: Any = None,
                bias: bool | str = False, link: str = "ltoir") -> pytypes.ModuleType:
     """The device API of Block(), Grid() or Grouped() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and
-    facts (module docstring). ``arch`` (as 900): the SM Numba links for, by default the current GPU's; the hooks
-    as execute() takes them; ``bias=True`` adds the stores' arguments (bias, row stride, column stride), the tile's
+    facts (module docstring). ``arch`` (as 900): the SM Numba links for (and compiles Python hooks for), by default the
+    current GPU's; the hooks as execute() takes them, or Python functions of x (g.hook_types); ``bias=True`` adds the stores' arguments (bias, row stride, column stride), the tile's
     bias for store, the whole problem's for store_block_tile (as its C); ``bias="row"`` one row of n values read by
     column alone (row stride ignored). ``link="source"``: Numba compiles blasdx's source itself
     for each kernel (no disk cache; where nvJitLink is older than blasdx's NVRTC)."""
@@ -196,6 +327,8 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
         raise ArgumentError(f"bias must be False, True or 'row', got {bias!r}")
     if link not in ("ltoir", "source"):
         raise ArgumentError(f"link must be 'ltoir' (blasdx compiles, cached) or 'source' (Numba compiles), got {link!r}")
+    prologue, epilogue, a_load, b_load, c_load, c_store = (
+        python_hook(h) if _is_python_function(h) else h for h in (prologue, epilogue, a_load, b_load, c_load, c_store))
     fusion = pipeline.fusion(gemm, prologue, epilogue, a_load, b_load, c_load, c_store, bool(bias))
     if fusion.gate:
         raise ArgumentError(f"epilogue={epilogue!r} (a gated epilogue) pairs the product's columns in Grid()'s and "
@@ -203,16 +336,17 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
                             f"(g.col(i) says which column each is)")
     if bias == "row":
         fusion = fusion.reading_bias_by_column()
+    fusion, hook_codes = _python_hooks(plan, fusion, arch)
     if link == "source":
         namespace, source = pipeline.numba_unit_source(plan, fusion or NO_FUSION)
         code = _LINKED.setdefault((namespace, 0), CUSource(source, name=f"{namespace}.cu"))
-        return _namespace(gemm, plan, namespace, code, "the arch Numba links for", fusion.bias)
+        return _namespace(gemm, plan, namespace, (code, *hook_codes), "the arch Numba links for", fusion.bias)
     _check_nvjitlink()
     if arch is None:
         arch = _default_arch()
     unit = pipeline.numba_unit(plan, fusion or NO_FUSION, arch)
     code = _LINKED.setdefault((unit.namespace, unit.arch), LTOIR(unit.ltoir, name=f"{unit.namespace}.ltoir"))
-    return _namespace(gemm, plan, unit.namespace, code, f"SM {unit.arch}", fusion.bias)
+    return _namespace(gemm, plan, unit.namespace, (code, *hook_codes), f"SM {unit.arch}", fusion.bias)
 
 
 # The device API's functions: (name, C symbol's suffix, parameters, result). A parameter is an operand array
@@ -276,10 +410,10 @@ _LINKED: dict[tuple[str, int], Any] = {}
 _SCHEDULES = itertools.count()
 
 
-def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str, bias: bool) -> pytypes.ModuleType:
+def _namespace(gemm: Descriptor, plan: Any, prefix: str, codes: tuple, target: str, bias: bool) -> pytypes.ModuleType:
     """The ModuleType ``device_api`` returns: an intrinsic per _FUNCTIONS entry (and _GRID_FUNCTIONS entry for a
     Grid() descriptor's plan, _GROUPED_FUNCTIONS entry for a Grouped() descriptor's) calling ``<prefix>_<function>``
-    of ``code`` (LTOIR or CUSource, for ``target``), make_accumulator (and block_tile_origin; make_schedule and
+    of ``codes`` (LTOIR or CUSource, for ``target``, and the LTO-IR of hooks written in Python), make_accumulator (and block_tile_origin; make_schedule and
     tile_of_groups), the facts."""
     grid = isinstance(plan, GridPlan)
     grouped = grid and plan.grouped
@@ -344,7 +478,8 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
                 raise ArgumentError("blasdx's device functions need link-time optimization (without it each is a "
                                     "real call and the accumulator lives in local memory): remove lto=False or "
                                     "debug=True from cuda.jit")
-            library.add_linking_file(code)
+            for code in codes:
+                library.add_linking_file(code)
             values = []
             for ty, v in zip(sig.args, llargs):
                 if isinstance(ty, types.Array):
@@ -459,7 +594,9 @@ def _namespace(gemm: Descriptor, plan: Any, prefix: str, code: Any, target: str,
              "block_dim": (dim.x, dim.y, dim.z), "threads": tile.threads, "accumulator_size": accumulator_size,
              "shared_memory_size": gemm.shared_memory_size, "shared_memory_size_ab": gemm.shared_memory_size_ab,
              "a_offset": tile.a.smem_offset, "b_offset": tile.b.smem_offset, "namespace": prefix,
-             "accumulator_dtype": acc_dtype}
+             "accumulator_dtype": acc_dtype,
+             "hook_types": {} if plan.is_complex else {slot: str(_HOOK_TYPES[_hook_ctype(plan, slot)])
+                                                       for slot in ("a_load", "b_load", "c_load", "c_store")}}
     if grid:  # the names of the C++ device API (templates/grid.cuh.j2); a stage's A and B at a_offset, b_offset
         facts.update(problem_n=plan.n, problem_k=plan.k, problem_lda=plan.a.ld, problem_ldb=plan.b.ld,
                      problem_ldc=plan.c.ld, stages=plan.stages, stage_size=tile.shared_memory_size,

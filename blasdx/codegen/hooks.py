@@ -16,6 +16,7 @@ import math
 import numbers
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
 from ..describe.precision import PRECISIONS
 from ..errors import ArgumentError
@@ -35,8 +36,14 @@ class Hook:
     factor: complex | None = None  # scale()'s factor
     # A gated epilogue's activation of the gate ("silu": SwiGLU, "gelu": GeGLU; GATES), "" for an element-wise hook.
     gate: str = ""
+    # A hook written in Python (blasdx.numba's, name "python"): first the function (python_hook), then, once Numba
+    # has compiled it for the slot's type, the C declaration of what it compiled to, which the expression calls.
+    function: Any = None
+    declaration: str = ""
 
     def __repr__(self) -> str:
+        if self.name == "python":  # by the compiled function's symbol, made from what decides its code
+            return f"blasdx.numba hook {self.expression or getattr(self.function, '__qualname__', self.function)}"
         if self.gate:
             name, layout = self.name.split("_")
             return f"blasdx.{name}(layout={layout!r})"
@@ -125,6 +132,12 @@ def expression(text: str) -> Hook:
     return Hook("expression", text.strip())
 
 
+def python_hook(function: object) -> Hook:
+    """A hook written as a Python function of x, for blasdx.numba.device_api, which has Numba compile it for the
+    slot's values before anything renders it (execute() takes no Python functions)."""
+    return Hook("python", "", function=function)
+
+
 def to_hook(value: str | Hook | None, slot: str) -> Hook:
     """A hook from what a user passed: None, a Hook, a built-in name or an expression."""
     if value is None:
@@ -134,7 +147,8 @@ def to_hook(value: str | Hook | None, slot: str) -> Hook:
     if not isinstance(value, str):
         raise ArgumentError(
             f"{slot} must be a built-in name ({', '.join(BUILTINS)}), blasdx.scale(s), or a C++ "
-            f"expression of x; got {value!r} of type {type(value).__name__}"
+            f"expression of x; got {value!r} of type {type(value).__name__} (a Python function of x is a hook "
+            f"of blasdx.numba.device_api, which compiles it with Numba)"
         )
     name = value.strip()
     if name in BUILTINS:
@@ -276,7 +290,7 @@ def make_fusion(*, prologue, epilogue, a_load, b_load, c_load, c_store, has_bias
                                 f"of C; give it as epilogue= (c_store=)")
         if slot in ("a_load", "b_load") and not hook.is_identity and PRECISIONS[value_precision[slot]].is_packed:
             raise ArgumentError(
-                f"{slot}={hook.name if hook.name != 'expression' else hook.expression!r}: "
+                f"{slot}={hook!r}: "
                 f"{value_precision[slot]} operands go to the tensor cores packed, so no load hook "
                 f"can see their values; transform the data before packing, or hook c_load/c_store"
             )

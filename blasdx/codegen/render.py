@@ -17,7 +17,7 @@ import jinja2
 from .. import settings
 from ..arch import MMA_I8, PROMOTION_K, SM75_FORMS_MIN_ARCH, WIDEN_4BIT_MIN_ARCH
 from ..describe.families import family_issuing
-from ..errors import BlasdxError
+from ..errors import ArgumentError, BlasdxError
 from ..plan import BatchedPlan, GemmPlan, GridPlan, KernelPlan, MatrixPlan
 from ..plan.block import vector_bytes_of
 from ..plan.grid import PRODUCER_REGISTERS, STAGED_C_PADDING, TmaOperand
@@ -296,10 +296,16 @@ def fusion_context(ns: str, fusion: Fusion, parameters: tuple[KernelParameter, .
     kernel_parameters for the fusion's bias and scales)."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
+    unresolved = [slot for slot, hook in fusion.slots if hook.function is not None]
+    if unresolved:
+        raise ArgumentError(f"{', '.join(unresolved)}: a Python function is a hook of blasdx.numba.device_api, which "
+                            f"compiles it with Numba; execute() takes built-in names, scale() and C++ expressions")
     hooks = [(slot, storage[slot], None if hook.is_identity else hook.expression)
              for slot, hook in fusion.slots]
+    declarations = sorted({hook.declaration for _, hook in fusion.slots if hook.declaration})
     spelled = [(p.name, f"{ns}::{p.cpp_type}" if p.cpp_type == "scalar_t" else p.cpp_type) for p in parameters]
-    return {"parameters": spelled, "fusion_identity": fusion.is_identity, "hooks": hooks, "bias": fusion.bias,
+    return {"parameters": spelled, "fusion_identity": fusion.is_identity, "hooks": hooks,
+            "declarations": declarations, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
             "scale_block": PROMOTION_K, "grid": grid, "gate": fusion.gate, "gate_expression": GATES.get(fusion.gate, "")}
 

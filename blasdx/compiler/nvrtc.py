@@ -15,6 +15,7 @@ import ctypes
 import logging
 import os
 import re
+import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -221,6 +222,17 @@ def options_for(arch: int, extra: Iterable[str] = ()) -> tuple[str, ...]:
 OUTPUTS: dict[str, tuple[str, ...]] = {"cubin": (), "ltoir": ("-rdc=true", "-dlto", "-diag-suppress=177")}
 
 
+def whole_cubin(code: bytes) -> bytes:
+    """A cubin as NVRTC made it: CuPy's getCUBIN (14.2) drops its last byte, as if it were a C string's NUL, where
+    the ELF's program headers end (that byte is a 0 of the last one's alignment)."""
+    if len(code) < 64 or code[:4] != b"\x7fELF":
+        return code
+    program_headers, section_headers = struct.unpack_from("<QQ", code, 0x20)
+    program_size, programs, section_size, sections = struct.unpack_from("<HHHH", code, 0x36)
+    end = max(program_headers + programs * program_size, section_headers + sections * section_size)
+    return code + b"\0" if end == len(code) + 1 else code
+
+
 def nvrtc_compile(source: str, options: tuple[str, ...], program_name: str,
                   output: str = "cubin") -> tuple[bytes, str]:
     """Run NVRTC; return (cubin or LTO-IR, as ``output`` names it, and the log) or raise CompileError."""
@@ -233,7 +245,7 @@ def nvrtc_compile(source: str, options: tuple[str, ...], program_name: str,
             log = nvrtc.getProgramLog(prog)
             raise CompileError(f"NVRTC failed to compile {program_name}: {exc}", log=log,
                                source=source, options=options, kernel_name=program_name) from None
-        code = nvrtc.getLTOIR(prog) if output == "ltoir" else nvrtc.getCUBIN(prog)
+        code = nvrtc.getLTOIR(prog) if output == "ltoir" else whole_cubin(nvrtc.getCUBIN(prog))
         return code, nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)

@@ -148,3 +148,19 @@ def test_the_measured_kernels_do_not_spill(desc, fused):
     fusion = blasdx.pipeline.fusion(desc, None, "gelu" if fused else None, None, None, None, None, fused)
     resources = blasdx.pipeline.compile_for_arch(plan, 900, fusion).resources
     assert resources is not None and not resources.spills, resources
+
+
+def test_a_cubin_is_whole_to_the_end_of_its_elf_headers():
+    """CuPy's getCUBIN drops a cubin's last byte; nvrtc_compile gives it back (a file cut short is not a cubin to
+    cuobjdump, and loads only because a bytes object ends in a 0)."""
+    import struct
+
+    from blasdx.compiler.nvrtc import nvrtc_compile, options_for, whole_cubin
+
+    code, _ = nvrtc_compile('extern "C" __global__ void k(float* x) { x[threadIdx.x] += 1.f; }',
+                            options_for(ARCHS[-1]), "k")
+    program_headers, section_headers = struct.unpack_from("<QQ", code, 0x20)
+    program_size, programs, section_size, sections = struct.unpack_from("<HHHH", code, 0x36)
+    assert len(code) == max(program_headers + programs * program_size, section_headers + sections * section_size)
+    assert whole_cubin(code[:-1]) == code and whole_cubin(code) == code
+    assert whole_cubin(b"not an ELF") == b"not an ELF"
