@@ -2,8 +2,14 @@
 and compiled by compile_kernel (a CuPy RawKernel), and against nvmath-python's device Matmul (cuBLASDx through
 libmathdx) where it is importable: the block GEMM alone, A and B in shared memory, register accumulators, multiply
 repeated REPEATS times, grid = SMs x 16, CUDA events, medians. TFLOP/s; the Numba/C++ ratio is the goal (>= 0.95).
-bf16 and FP8 rows have no nvmath column (its Matmul takes neither). Where nvmath runs a case, all three run it with
-nvmath's suggested block (as the anchor harness does); elsewhere blasdx's own ("threads" in the table).
+bf16 and FP8 rows have no nvmath column (its Matmul takes neither). blasdx's kernels run blasdx's own block and nvmath's
+its suggested one, as the anchor harness runs them; --block nvmath runs all three on nvmath's block.
+
+The repeat loop multiplies four times an iteration, in all three kernels: ptxas unrolls a C++ loop on an int counter
+but not Numba's range loop (its count steps by a select), and on one multiply of a few instructions that decided the
+speed, not the GEMM: 64^3 f16 on 64 threads ran 80 TFLOP/s with either loop left rolled (Numba's, or C++'s under
+#pragma unroll 1) and 310 unrolled (C++'s own, or four multiplies an iteration in either language); H200,
+.anchors-style probe of 2026-11-28.
 
 The events time the kernel alone: each launch is queued behind a spin kernel, so that the host's work of launching
 happens while the GPU is busy, not between the events; and the Numba kernel takes Numba device arrays made once
@@ -15,7 +21,7 @@ whatever the kernel's (0.21 to 2.1 ms), with machine code the same as the twin's
 instructions a two-multiply iteration of 64^3 f16 -> f32 against the twin's 105). The host's time a launch (us) is
 printed too. Needs numba-cuda and a GPU:
 
-    python3 benchmarks/numba_block.py [--only REGEX] [--repeats 200] [--lock FILE]
+    python3 benchmarks/numba_block.py [--only REGEX] [--repeats 200] [--block own|nvmath] [--lock FILE]
 
 nvmath takes 60-100 s of compiling a case: processes with --only one case each and the same --lock compile side by
 side and time one at a time (the lock is held from each case's first timed launch to its last).
@@ -63,7 +69,9 @@ extern "C" __global__ void repeat(const gemm::a_t* a, const gemm::b_t* b, gemm::
   gemm::load_a(a, gemm::k, sa);
   gemm::load_b(b, gemm::k, sb);
   gemm::copy_wait();
-  for (int r = 0; r < reps; ++r) gemm::multiply(sa, sb, acc);
+  for (int r = 0; r < reps; r += 4) {  // four multiplies an iteration, as the Numba kernels (module docstring)
+    gemm::multiply(sa, sb, acc); gemm::multiply(sa, sb, acc); gemm::multiply(sa, sb, acc); gemm::multiply(sa, sb, acc);
+  }
   gemm::store(acc, c, gemm::n, gemm::scalar_t(1), gemm::scalar_t(0));
 }
 """
@@ -75,6 +83,7 @@ extern "C" __global__ void spin(long long cycles) {
   while (clock64() - start < cycles) {}
 }
 """
+ROUNDS = 5  # of timing each kernel in turn
 SPIN_CYCLES = 4_000_000  # ~2 ms at H100/H200 clocks: longer than any launch's host time here
 
 
@@ -86,7 +95,10 @@ def numba_kernel(cuda, g):
         g.load_a(a, g.k, 0, 0, smem)
         g.load_b(b, g.k, 0, 0, smem)
         g.copy_wait()
-        for _ in range(reps):
+        for _ in range(reps // 4):  # four multiplies an iteration (module docstring)
+            g.multiply(smem, acc)
+            g.multiply(smem, acc)
+            g.multiply(smem, acc)
             g.multiply(smem, acc)
         g.store(acc, c, g.n, 1.0, 0.0)
     return repeat
@@ -115,7 +127,10 @@ def nvmath_kernel(cuda, size, pa, pc):
         copy(make_tensor(b, mm.get_layout_gmem_b()), sb)
         copy_wait()
         clear(acc)
-        for _ in range(reps):
+        for _ in range(reps // 4):  # as blasdx's kernels
+            mm.execute(sa, sb, acc)
+            mm.execute(sa, sb, acc)
+            mm.execute(sa, sb, acc)
             mm.execute(sa, sb, acc)
         cuda.syncthreads()
         copy_fragment(acc, make_tensor(c, mm.get_layout_gmem_c()))
@@ -150,8 +165,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--block", choices=("own", "nvmath"), default="own",
+                        help="blasdx's kernels on blasdx's own block (as the anchor harness) or on nvmath's")
     parser.add_argument("--lock", default="", help="a file: time under its lock (processes side by side)")
     args = parser.parse_args()
+    if args.repeats % 4:
+        parser.error("--repeats must be a multiple of 4 (four multiplies a loop iteration)")
     import cupy as cp
     from numba import cuda
 
@@ -168,11 +187,11 @@ def main() -> None:
             continue
         desc = Size(*size) + Precision(pa, pa, pc) + Arrangement(*ARRANGEMENT) + SM(sm) + Block()
         made = None
-        try:  # nvmath's kernel first: its suggested block is the one all three run with (as the anchor harness)
+        try:  # nvmath's kernel first: with --block nvmath its suggested block is blasdx's too
             made = None if pa in ("bfloat16", "float8_e4m3") else nvmath_kernel(cuda, size, pa, pc)
         except Exception as exc:  # noqa: BLE001 - a peer that fails on a case leaves its column empty
             print(f"# nvmath {name}: {type(exc).__name__}: {str(exc)[:200]}")
-        if made is not None:
+        if made is not None and args.block == "nvmath":
             try:
                 desc = desc + BlockDim(*(int(d) for d in tuple(made[1])))
             except DescriptorError as exc:
@@ -202,12 +221,21 @@ def main() -> None:
         with open(args.lock, "w") if args.lock else contextlib.nullcontext() as held:
             if held is not None:
                 fcntl.flock(held, fcntl.LOCK_EX)
-            numba_ms, numba_us, spin_ms = timed(cp, partial(configured, *devices, np.int32(reps)), spin)
-            numba_idle_ms, numba_cai_us, _ = timed(cp, partial(configured, a, b, c_numba, np.int32(reps)))
-            cpp_ms, cpp_us, _ = timed(cp, cpp_launch, spin)
-            cpp_idle_ms = timed(cp, cpp_launch)[0]
+            # ROUNDS rounds alternating the kernels, medians of the rounds' medians: a round's clocks (the card's
+            # power limit under FP8) apply to all kernels alike
+            launches = {"numba": partial(configured, *devices, np.int32(reps)), "cupy": cpp_launch}
             if made is not None:
-                nv_ms = timed(cp, partial(nv_configured, *nv_args, np.int32(reps)), spin)[0]
+                launches["nvmath"] = partial(nv_configured, *nv_args, np.int32(reps))
+            measured: dict[str, list[tuple[float, float, float]]] = {kernel_name: [] for kernel_name in launches}
+            for _ in range(ROUNDS):
+                for kernel_name, launch in launches.items():
+                    measured[kernel_name].append(timed(cp, launch, spin))
+            numba_ms, numba_us, spin_ms = (statistics.median(x[j] for x in measured["numba"]) for j in range(3))
+            cpp_ms, cpp_us = (statistics.median(x[j] for x in measured["cupy"]) for j in range(2))
+            if made is not None:
+                nv_ms = statistics.median(x[0] for x in measured["nvmath"])
+            numba_idle_ms, numba_cai_us, _ = timed(cp, partial(configured, a, b, c_numba, np.int32(reps)))
+            cpp_idle_ms = timed(cp, cpp_launch)[0]
         same = bool(cp.array_equal(c_numba.view(cp.uint8), c_cpp.view(cp.uint8)))
         numba_tf, cpp_tf = flops / numba_ms / 1e9, flops / cpp_ms / 1e9
         rows += [(f"{name} numba", numba_tf, "TFLOP/s"), (f"{name} cupy", cpp_tf, "TFLOP/s")]
@@ -218,18 +246,19 @@ def main() -> None:
         if max(numba_us, cpp_us) > 1e3 * spin_ms:
             print(f"# {name}: a launch's host time ({max(numba_us, cpp_us):.0f} us) outlasted the spin ({spin_ms:.2f} "
                   f"ms): raise SPIN_CYCLES")
-        table.append((f"{name} t{g.threads}", numba_tf, cpp_tf, nvmath_tf, numba_tf / cpp_tf, same,
+        nv_threads = f"/{int(np.prod(tuple(made[1])))}" if made is not None else ""
+        table.append((f"{name} t{g.threads}{nv_threads}", numba_tf, cpp_tf, nvmath_tf, numba_tf / cpp_tf, same,
                       next(iter(kernel.overloads.values())).regs_per_thread, twin.registers,
                       cpp_idle_ms / numba_idle_ms, numba_us, numba_cai_us, cpp_us))
     report(rows)
     print(f"\nblock GEMM alone, {reps} multiplies, grid {grid}, SM {sm} descriptors (TFLOP/s; - where nvmath has none); "
           f"the kernel's time (behind a spin); 'with launch': numba/cupy as events around a launch on an idle GPU time it, "
           f"CuPy arrays to Numba; host us a launch: Numba with its own arrays, with CuPy's, the twin")
-    print(f"{'case, threads':26s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s}  same C  regs numba/cupy  "
-          f"{'with launch':>11s}  host us numba/numba(CuPy arrays)/cupy")
+    print(f"{'case, threads blasdx/nvmath':30s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s} "
+          f"{'numba/nvmath':>12s}  same C  regs numba/cupy  {'with launch':>11s}  host us numba/numba(CuPy arrays)/cupy")
     for name, nb, cc, nv, ratio, same, rn, rc, idle, nus, caius, cus in table:
-        nv_text = f"{nv:8.1f}" if nv == nv else f"{'-':>8s}"
-        print(f"{name:26s} {nb:8.1f} {cc:8.1f} {nv_text} {ratio:10.3f}  {'yes' if same else 'NO':6s}  "
+        nv_text = f"{nv:8.1f} {nb / nv:12.2f}" if nv == nv else f"{'-':>8s} {'-':>12s}"
+        print(f"{name:30s} {nb:8.1f} {cc:8.1f} {nv_text} {ratio:10.3f}  {'yes' if same else 'NO':6s}  "
               f"{f'{rn}/{rc}':>16s}  {idle:11.3f}  {nus:.0f}/{caius:.0f}/{cus:.0f}")
 
 
