@@ -556,3 +556,34 @@ def test_16_bit_c_with_hooks_and_bias(bias_shape):
 
     ref = 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
     assert relative_error(c.result().astype(f64), ref) < 5e-3
+
+
+@pytest.mark.parametrize("gap", [0, 8], ids=["next-item-at-the-last-row-end", "items-m-ld-apart"])
+def test_batch_items_closer_than_m_rows_of_ld_run_on_the_tma_kernel(gap):
+    """Items whose last row's padding is the next item's start ((m - 1) ld + k values apart, 16-byte aligned): a
+    tensor map's batch stride under rows x ld, which the TMA kernel must take (or leave to cp.async), not refuse."""
+    import cupy
+
+    m = n = k = 128
+    ld, batch = 136, 3
+    stride = (m - 1) * ld + k + gap
+    desc = grid(("float16", "float16", "float32"), "rcr", (m, n, k)) + LeadingDimension(ld, ld, n)
+    rng = np.random.default_rng(41)
+    a_values = rng.standard_normal((batch, m, k)).astype(np.float16)
+    bt_values = rng.standard_normal((batch, n, k)).astype(np.float16)  # column-major B: n rows of k
+
+    def strided(values):
+        buffer = cupy.zeros(batch * stride + ld, np.float16)
+        view = cupy.lib.stride_tricks.as_strided(buffer, shape=values.shape, strides=(stride * 2, ld * 2, 2))
+        for i in range(batch):
+            view[i] = cupy.asarray(values[i])
+        return view
+
+    a, b = strided(a_values), strided(bt_values).transpose(0, 2, 1)
+    c = cupy.full((batch, m, n), cupy.nan, np.float32)
+    desc.execute(a, b, c)
+    ref = a_values.astype(np.float64) @ bt_values.astype(np.float64).transpose(0, 2, 1)
+    assert relative_error(c.get(), ref) <= bound(desc)
+    aligned = blasdx.plan.grid_with_alignment(desc.plan, (16, 16, 16))
+    assert aligned.tma and any(launch.kernel.plan == aligned and launch.tensor_maps
+                               for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
