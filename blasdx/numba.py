@@ -178,8 +178,8 @@ def _numba_dtype(precision: str, is_complex: bool) -> Any:
 
 # The C type a hook's x has, and its Numba type: a load hook's compute<a_t> (float for 16- and 8-bit floats), a C hook's
 # scalar_t (templates/common.cuh.j2's apply_load and apply_store).
-_HOOK_TYPES: dict[str, Any] = {"float": types.float32, "double": types.float64, "int": types.int32, "signed char": types.int8,
-               "unsigned char": types.uint8}
+_HOOK_TYPES: dict[str, Any] = {"float": types.float32, "double": types.float64, "int": types.int32,
+                               "signed char": types.int8, "unsigned char": types.uint8}
 # Numba's compiled hooks, by (symbol, arch): their LTO-IR, and what their symbol's key named by identity (kept alive,
 # so that no other object takes its id while the entry stands).
 _PYTHON_HOOKS: dict[tuple[str, int], tuple[Any, list]] = {}
@@ -307,8 +307,9 @@ def device_api(gemm: Descriptor, *, arch: int | None = None, prologue: Any = Non
                bias: bool | str = False, link: str = "ltoir") -> pytypes.ModuleType:
     """The device API of Block(), Grid() or Grouped() descriptor ``gemm`` for Numba kernels: a namespace of intrinsics and
     facts (module docstring). ``arch`` (as 900): the SM Numba links for (and compiles Python hooks for), by default the
-    current GPU's; the hooks as execute() takes them, or Python functions of x (g.hook_types); ``bias=True`` adds the stores' arguments (bias, row stride, column stride), the tile's
-    bias for store, the whole problem's for store_block_tile (as its C); ``bias="row"`` one row of n values read by
+    current GPU's; the hooks as execute() takes them, or Python functions of x (g.hook_types); ``bias=True`` adds the
+    stores' arguments (bias, row stride, column stride), the tile's bias for store, the whole problem's for
+    store_block_tile (as its C); ``bias="row"`` one row of n values read by
     column alone (row stride ignored). ``link="source"``: Numba compiles blasdx's source itself
     for each kernel (no disk cache; where nvJitLink is older than blasdx's NVRTC)."""
     _numba()  # (again: a patched environment in tests)

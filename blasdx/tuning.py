@@ -24,7 +24,7 @@ class Tuning:
     # float64 Grid() tiles with A and B K-major keep 64 x 32 a warp and load the next step's
     # fragments while multiplying (H100).
     pipelined_float64_fragments: bool = False
-    # float64 Grid() tiles where A or B is not K-major may be 32 deep (H100's 128 x 128 tiles).
+    # float64 Grid() tiles where A or B is not K-major may be 32 deep (H100's 128 x 128 tiles; H200's 128 x 64).
     deep_float64_tiles_any_major: bool = False
     # float32 FMA Grid() tiles with row-major B or complex values run two blocks an SM (H100).
     fma_grid_two_blocks: bool = False

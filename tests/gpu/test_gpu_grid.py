@@ -116,11 +116,13 @@ def test_k_tiles_of_any_number_of_instruction_steps(prec, extra):
     run_and_check(desc, np.random.default_rng(11), batch=2, alpha=1, beta=1)
 
 
-@pytest.mark.parametrize("arr", ["rrr", "ccr", "crc", "ccc"])
-def test_float64_tiles_32_deep_in_every_arrangement(arr):
-    """float64 on SM 900 takes 128 x 128 x 32 tiles on 256 threads whatever the arrangement."""
-    desc = grid(("float64",) * 3, arr, (2048, 1040, 300))
-    assert tuple(desc.tile) == (128, 128, 32) and desc.block_dim.x == 256
+@pytest.mark.parametrize("size, cols", [((3000, 1040, 300), 128), ((2048, 1040, 300), 64)], ids=["128x128", "128x64"])
+@pytest.mark.parametrize("arr", ["rrr", "ccr", "crc", "ccc", "rcr"])
+def test_float64_tiles_32_deep_in_every_arrangement(arr, size, cols):
+    """float64 on SM 900 takes tiles 32 deep on 256 threads whatever the arrangement: 128 x 128, or 128 x 64 where
+    its waves take less time (2048 x 1040: 272 tiles in 3 waves against 144 in 2, each twice the work)."""
+    desc = grid(("float64",) * 3, arr, size)
+    assert tuple(desc.tile) == (128, cols, 32) and desc.block_dim.x == 256
     run_and_check(desc, np.random.default_rng(12), batch=None, alpha=1, beta=1)
 
 

@@ -217,10 +217,12 @@ def test_fma_tiles_on_one_block_an_sm_load_the_next_steps_while_they_multiply():
 def test_float64_grid_tiles_elsewhere_take_a_warp_per_64x32(arrangement):
     """Fewer registers where A or B runs along m or n (512 threads' 128 registers spilled): 256
     threads, 32 deep on SM 900 (an H100, 4096^3 RRR: 0.713x -> 0.793x torch.matmul against 16
-    deep), 16 deep before SM 900 and on shrunk tiles (not measured)."""
+    deep), 16 deep before SM 900; tiles under 128 x 128 a warp per 32 x 32, 32 deep on SM 900 (an H200, 1000^3
+    RRR: 0.47x -> 0.67x cuBLAS against 64 x 128 x 16 on 128 threads, which spilled)."""
     for size, sm, tile, threads in (((4096, 4096, 4096), 900, (128, 128, 32), 256),
                                     ((4096, 4096, 4096), 800, (128, 128, 16), 256),
-                                    ((1000, 1000, 4096), 900, (64, 128, 16), 128)):
+                                    ((1000, 1000, 4096), 900, (64, 128, 32), 256),
+                                    ((1000, 1000, 4096), 800, (64, 128, 16), 256)):
         desc = Size(*size) + Precision("float64") + arrangement_of(arrangement) + SM(sm) + Grid()
         assert (tuple(desc.tile), desc.block_dim.x) == (tile, threads)
 
@@ -571,3 +573,19 @@ def test_every_suggested_tile_keeps_two_k_tiles_in_shared_memory(sm):
         assert desc.plan.stages >= 2 and desc.plan.kernel_shared_memory_size <= shared_memory_limit(sm), desc
     shallow = Size(4096, 4096, 28) + Precision("float64") + SM(sm) + Grid()  # k rounds up to 28 before halving
     assert shallow.tile.k % 4 == 0 and shallow.plan.stages >= 2  # whole steps of every float64 instruction
+
+
+@pytest.mark.parametrize("arrangement, size, cols", [
+    ("rrr", (1536, 1536, 1536), 64),  # 288 tiles of 128 x 64 in 3 waves, 144 of 128 x 128 in 2 (the second 12)
+    ("ccc", (2560, 2560, 2560), 64),  # 800 in 7 waves, 400 in 4 (3.03)
+    ("rrr", (3000, 3000, 3000), 128),  # 1128 in 9 waves, 576 in 5 (4.36): full waves either way
+    ("rcr", (1536, 1536, 1536), 64),
+    ("rcr", (2560, 2560, 2560), 128),  # K-major: 128 x 128 pipelined, 128 x 64 at 0.82 the rate (3.5 / 0.82 > 4)
+], ids=["rrr-1536", "ccc-2560", "rrr-3000", "rcr-1536", "rcr-2560"])
+def test_float64_tiles_take_64_columns_where_their_waves_take_less_time(arrangement, size, cols):
+    desc = Size(*size) + Precision("float64") + arrangement_of(arrangement) + SM(900) + Grid()
+    assert (tuple(desc.tile), desc.block_dim.x) == ((128, cols, 32), 256)
+    said = desc.explain(width=0)
+    assert ("suggested: 64 columns, not 128" in said) == (cols == 64)
+    assert ("288 tiles of 128x64 take 3 waves of 132 blocks, 144 of 128x128 2" in said) == (size == (1536,) * 3)
+    assert tuple((desc + BlockDim(256)).tile)[:2] == (128, 128), "a given BlockDim keeps the tile"

@@ -76,6 +76,27 @@ def wave_fitted_rows(m: int, n: int, k: int, tile_n: int) -> tuple[int, str]:
                  f"the time")
 
 
+# The rate of float64's 128 x 64 Grid() tile (a warp per 32 x 32) against its 128 x 128 (a warp per 64 x 32) on a
+# wave's work: where A or B is not K-major (128 x 128 spilled 100 bytes on RRR) 0.87-0.99, 0.89 the median (H200, RRR
+# and CCC, 2048^3 to 6144x2048x2048); K-major (RCR, whose 128 x 128 loads the next fragments as it multiplies) 0.82
+# (1536^3 and 2560^3). It pays where 128 x 128 leaves a wave nearly empty: 1536^3 RRR 0.47 -> 0.57x cuBLAS, RCR 0.51 ->
+# 0.56x (benchmarks/RESULTS.md, Grid against cuBLAS).
+HALF_WIDTH_FLOAT64_RATE = 0.89
+HALF_WIDTH_FLOAT64_PIPELINED_RATE = 0.82
+
+
+def wave_fitted_float64_cols(m: int, n: int, rate: float) -> tuple[int, str]:
+    """64 or 128 columns for a float64 Grid() tile of 128 rows over an ``m`` x ``n`` C, whichever's waves of
+    WAVE_BLOCKS tiles take less time, 128 x 64 tiles at ``rate`` (HALF_WIDTH_FLOAT64_RATE or its pipelined one);
+    with why where 64 is taken."""
+    waves = {cols: math.ceil(tiles_of(m, n, 128, cols) / WAVE_BLOCKS) for cols in (64, 128)}
+    if waves[64] * 64 / rate >= waves[128] * 128:
+        return 128, ""
+    return 64, (f"64 columns, not 128: {tiles_of(m, n, 128, 64)} tiles of 128x64 take {waves[64]} waves of "
+                f"{WAVE_BLOCKS} blocks, {tiles_of(m, n, 128, 128)} of 128x128 {waves[128]}, whose tiles each take "
+                f"{2 * rate:.2f} the time")
+
+
 def wave_time(tile_m: int, tile_n: int, tiles: int) -> float:
     """The time ``tiles`` of ``tile_m`` x ``tile_n`` take in waves of WAVE_BLOCKS, in tile outputs: a wave takes its
     tile's outputs, a tile under 192 rows at SHORT_TILE_RATE."""

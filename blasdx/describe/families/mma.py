@@ -8,7 +8,15 @@ from ...arch import Instruction
 from ...tuning import tuning_of
 from ..operands import Operators, arrangement_of, element_sizes_of, k_major
 from ..operators import Tile
-from .common import Condition, block_threads, chosen_instruction, fitted_tile
+from .common import (
+    HALF_WIDTH_FLOAT64_PIPELINED_RATE,
+    HALF_WIDTH_FLOAT64_RATE,
+    Condition,
+    block_threads,
+    chosen_instruction,
+    fitted_tile,
+    wave_fitted_float64_cols,
+)
 
 name = "mma"
 scope = "warp"
@@ -36,17 +44,28 @@ def instruction(ops: Operators) -> tuple[Instruction, str]:
 
 def suggested_tile(ops: Operators) -> Tile | None:
     """A Grid() tile of 128 x 128 (float64 with 256 or 512 threads: ``grid_tile_threads``), k of 64
-    bytes; float64 where A or B is not K-major 16 deep, but 32 on SM 900's 128 x 128 tiles (tuning),
-    where alone it was measured. None without a tensor-core instruction."""
+    bytes; float64 128 x 64 where its waves take less time (``wave_fitted_float64_cols``, BlockDim absent); float64
+    where A or B is not K-major 16 deep, but 32 on SM 900's 128 x 128 and 128 x 64 tiles (tuning), where alone it
+    was measured. None without a tensor-core instruction."""
     base, _ = chosen_instruction(ops)
     if not base.is_mma:
         return None
     esize = element_sizes_of(ops)["a"]
-    m, n, k = fitted_tile(ops["Size"], (128, 128, 32 if esize == 8 else max(base.k, 64 // esize)), 16, base.k)  # type: ignore[arg-type]
+    size = ops["Size"]
+    m, n, k = fitted_tile(size, (128, 128, 32 if esize == 8 else max(base.k, 64 // esize)), 16, base.k)  # type: ignore[arg-type]
+    if esize == 8 and (m, n) == (128, 128) and "BlockDim" not in ops:  # (a warp per 32 x 32: grid_tile_threads)
+        n = wave_fitted_float64_cols(size.m, size.n, float64_half_width_rate(ops))[0]  # type: ignore[attr-defined]
     if (esize == 8 and not k_major(arrangement_of(ops))
-            and (not tuning_of(ops["SM"].value).deep_float64_tiles_any_major or m * n < 128 * 128)):  # type: ignore[attr-defined]
+            and (not tuning_of(ops["SM"].value).deep_float64_tiles_any_major or m * n < 128 * 64)):  # type: ignore[attr-defined]
         k = min(k, 16)
     return Tile(m, n, k)
+
+
+def float64_half_width_rate(ops: Operators) -> float:
+    """The rate of a float64 128 x 64 Grid() tile against 128 x 128 (wave_fitted_float64_cols): lower where the
+    128 x 128 tile's K loop is pipelined (A and B K-major, grid_tile_threads)."""
+    pipelined = k_major(arrangement_of(ops)) and tuning_of(ops["SM"].value).pipelined_float64_fragments  # type: ignore[attr-defined]
+    return HALF_WIDTH_FLOAT64_PIPELINED_RATE if pipelined else HALF_WIDTH_FLOAT64_RATE
 
 
 def suggested_threads(ops: Operators) -> int:
@@ -59,12 +78,13 @@ def suggested_threads(ops: Operators) -> int:
 def grid_tile_threads(ops: Operators) -> int | None:
     """float64 Grid() tiles: a warp per 64 x 32 (at most 8 warps), whose K loop loads the next
     step's fragments while it multiplies where A and B are K-major (GemmPlan.pipelined_fragments);
-    a warp per 32 x 32 there on tiles under 128 x 128 and where that is not measured (tuning)."""
+    a warp per 32 x 32 on tiles under 128 x 128 (128 x 64 spilled on 128 threads where A or B is not K-major), and
+    where A and B are K-major but the pipeline is not measured (tuning)."""
     base, _ = chosen_instruction(ops)
     if base.accumulator != "double":
         return None
     tile, sm = ops["Size"], ops["SM"].value  # type: ignore[attr-defined]
     outputs = tile.m * tile.n  # type: ignore[attr-defined]
-    if k_major(arrangement_of(ops)) and (outputs < 128 * 128 or not tuning_of(sm).pipelined_float64_fragments):
+    if outputs < 128 * 128 or (k_major(arrangement_of(ops)) and not tuning_of(sm).pipelined_float64_fragments):
         return min(512, max(128, outputs // (32 * 32) * 32))
     return min(256, max(128, outputs // (64 * 32) * 32))
