@@ -28,13 +28,15 @@ class Tuning:
     deep_float64_tiles_any_major: bool = False
     # float32 FMA Grid() tiles with row-major B or complex values run two blocks an SM (H100).
     fma_grid_two_blocks: bool = False
+    # float64 Grid() tiles take 128 x 64 where their waves of WAVE_BLOCKS (132 SMs) end sooner (H200).
+    float64_tiles_fitted_to_waves: bool = False
 
 
 DEFAULT = Tuning()
 
 # Measured on H100 (SM 900).
 _HOPPER = Tuning(plain_loads_one_item=True, c_through_stmatrix=True, pipelined_float64_fragments=True,
-                 deep_float64_tiles_any_major=True, fma_grid_two_blocks=True)
+                 deep_float64_tiles_any_major=True, fma_grid_two_blocks=True, float64_tiles_fitted_to_waves=True)
 
 # SM 1000-1210 take SM 900's choices, unmeasured on them (no GPU of theirs has run blasdx's
 # benchmarks); a measurement there replaces its row.

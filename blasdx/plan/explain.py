@@ -11,10 +11,10 @@ from ..describe.families.common import (
     GRID_MIN_TILES,
     SHORT_TILE_RATE,
     WAVE_BLOCKS,
-    wave_fitted_float64_cols,
+    tiles_of,
     wave_fitted_rows,
 )
-from ..describe.families.mma import float64_half_width_rate
+from ..describe.families.mma import float64_wave_fitted_cols
 from ..describe.operators import execution_operators
 from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
@@ -211,10 +211,10 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     rows, why = wave_fitted_rows(p.m, p.n, p.k, t.n)
     if given["Tile"] == "suggested" and t.instruction.is_wgmma and t.m == rows == 192 and "BatchInvariant" not in ops:
         given["Tile"] += f": {why}"
-    cols, why_cols = wave_fitted_float64_cols(p.m, p.n, float64_half_width_rate(ops))
+    cols, why_cols = float64_wave_fitted_cols(ops)
     if (given["Tile"] == "suggested" and t.instruction.accumulator == "double" and (t.m, t.n) == (128, cols) == (128, 64)
-            and not p.is_complex and "BatchInvariant" not in ops):
-        given["Tile"] += f": {why_cols}"
+            and not p.is_complex and tiles_of(p.m, p.n, 128, 128) >= GRID_MIN_TILES and "BatchInvariant" not in ops):
+        given["Tile"] += f": {why_cols}"  # (where fewer tiles, the tile shrank to the problem: fitted_tile)
     if launched.tma and t.promote_k:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies; "
                    + ("K tiles go in pairs, the second's wgmma running while the first's partial sums are added"

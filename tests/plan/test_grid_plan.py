@@ -589,3 +589,4 @@ def test_float64_tiles_take_64_columns_where_their_waves_take_less_time(arrangem
     assert ("suggested: 64 columns, not 128" in said) == (cols == 64)
     assert ("288 tiles of 128x64 take 3 waves of 132 blocks, 144 of 128x128 2" in said) == (size == (1536,) * 3)
     assert tuple((desc + BlockDim(256)).tile)[:2] == (128, 128), "a given BlockDim keeps the tile"
+    assert tuple(desc.replace(SM(800)).tile)[:2] == (128, 128), "waves measured on SM 900 alone (tuning)"

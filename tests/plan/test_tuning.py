@@ -32,6 +32,8 @@ CHOICES = {
                                      lambda d: d.tile.k > 16),
     "fma_grid_two_blocks": (Size(4096, 4096, 1024) + Precision("float32") + RRR + Grid(),
                             lambda d: d.plan.blocks_per_sm == 2),
+    "float64_tiles_fitted_to_waves": (Size(1536, 1536, 1536) + Precision("float64") + RRR + Grid(),
+                                      lambda d: d.tile.n == 64),
 }
 
 

@@ -44,28 +44,33 @@ def instruction(ops: Operators) -> tuple[Instruction, str]:
 
 def suggested_tile(ops: Operators) -> Tile | None:
     """A Grid() tile of 128 x 128 (float64 with 256 or 512 threads: ``grid_tile_threads``), k of 64
-    bytes; float64 128 x 64 where its waves take less time (``wave_fitted_float64_cols``, BlockDim absent); float64
-    where A or B is not K-major 16 deep, but 32 on SM 900's 128 x 128 and 128 x 64 tiles (tuning), where alone it
-    was measured. None without a tensor-core instruction."""
+    bytes; float64 128 x 64 where its waves take less time (``wave_fitted_float64_cols``, BlockDim absent, tuning);
+    float64 where A or B is not K-major 16 deep, but 32 on SM 900's 128 x 128 and 128 x 64 tiles (tuning), where
+    alone it was measured. None without a tensor-core instruction."""
     base, _ = chosen_instruction(ops)
     if not base.is_mma:
         return None
     esize = element_sizes_of(ops)["a"]
     size = ops["Size"]
     m, n, k = fitted_tile(size, (128, 128, 32 if esize == 8 else max(base.k, 64 // esize)), 16, base.k)  # type: ignore[arg-type]
-    if esize == 8 and (m, n) == (128, 128) and "BlockDim" not in ops:  # (a warp per 32 x 32: grid_tile_threads)
-        n = wave_fitted_float64_cols(size.m, size.n, float64_half_width_rate(ops))[0]  # type: ignore[attr-defined]
+    if esize == 8 and (m, n) == (128, 128):
+        n = float64_wave_fitted_cols(ops)[0]
     if (esize == 8 and not k_major(arrangement_of(ops))
             and (not tuning_of(ops["SM"].value).deep_float64_tiles_any_major or m * n < 128 * 64)):  # type: ignore[attr-defined]
         k = min(k, 16)
     return Tile(m, n, k)
 
 
-def float64_half_width_rate(ops: Operators) -> float:
-    """The rate of a float64 128 x 64 Grid() tile against 128 x 128 (wave_fitted_float64_cols): lower where the
-    128 x 128 tile's K loop is pipelined (A and B K-major, grid_tile_threads)."""
-    pipelined = k_major(arrangement_of(ops)) and tuning_of(ops["SM"].value).pipelined_float64_fragments  # type: ignore[attr-defined]
-    return HALF_WIDTH_FLOAT64_PIPELINED_RATE if pipelined else HALF_WIDTH_FLOAT64_RATE
+def float64_wave_fitted_cols(ops: Operators) -> tuple[int, str]:
+    """The columns of a float64 Grid() tile of 128 rows (``wave_fitted_float64_cols``, and why where 64), 128 where
+    BlockDim is given (a warp per 32 x 32 for 128 x 64: grid_tile_threads) or the SM's waves are not measured (tuning).
+    A 128 x 64 tile runs at a lower rate where 128 x 128 pipelines its fragments (A and B K-major)."""
+    sm, size = ops["SM"].value, ops["Size"]  # type: ignore[attr-defined]
+    if "BlockDim" in ops or not tuning_of(sm).float64_tiles_fitted_to_waves:
+        return 128, ""
+    pipelined = k_major(arrangement_of(ops)) and tuning_of(sm).pipelined_float64_fragments
+    rate = HALF_WIDTH_FLOAT64_PIPELINED_RATE if pipelined else HALF_WIDTH_FLOAT64_RATE
+    return wave_fitted_float64_cols(size.m, size.n, rate)  # type: ignore[attr-defined]
 
 
 def suggested_threads(ops: Operators) -> int:
