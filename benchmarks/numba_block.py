@@ -214,9 +214,9 @@ def main() -> None:
             nv_kernel, block_dim, shared = made
             nv_configured = nv_kernel[grid, block_dim, 0, shared]
             nv_args = [cuda.as_cuda_array(x) for x in (a, b, c_nvmath)]
-        for compiled in (configured, nv_configured if made is not None else None):  # compiled before the lock
-            if compiled is not None:
-                compiled(*devices, np.int32(0))
+        configured(*devices, np.int32(0))  # compiled before the lock
+        if made is not None:
+            nv_configured(*nv_args, np.int32(0))
         cp.cuda.runtime.deviceSynchronize()
         with open(args.lock, "w") if args.lock else contextlib.nullcontext() as held:
             if held is not None:

@@ -178,8 +178,10 @@ def _numba_dtype(precision: str, is_complex: bool) -> Any:
 
 # The C type a hook's x has, and its Numba type: a load hook's compute<a_t> (float for 16- and 8-bit floats), a C hook's
 # scalar_t (templates/common.cuh.j2's apply_load and apply_store).
-_HOOK_TYPES: dict[str, Any] = {"float": types.float32, "double": types.float64, "int": types.int32,
-                               "signed char": types.int8, "unsigned char": types.uint8}
+_HOOK_TYPES: dict[str, Any] = {"float": types.float32, "double": types.float64, "signed char": types.int8,
+                               "unsigned char": types.uint8, "short": types.int16, "unsigned short": types.uint16,
+                               "int": types.int32, "unsigned int": types.uint32, "long long": types.int64,
+                               "unsigned long long": types.uint64}
 # Numba's compiled hooks, by (symbol, arch): their LTO-IR, and what their symbol's key named by identity (kept alive,
 # so that no other object takes its id while the entry stands).
 _PYTHON_HOOKS: dict[tuple[str, int], tuple[Any, list]] = {}
@@ -199,12 +201,10 @@ def _hook_ctype(plan: Any, slot: str) -> str:
     """The C type of x in ``slot``'s hook (_HOOK_TYPES)."""
     if slot in ("c_load", "c_store"):
         return plan.scalar_type
-    precision = (plan.a if slot == "a_load" else plan.b).precision
-    if precision == "float64":
-        return "double"
-    if PRECISIONS[precision].is_float:
-        return "float"
-    return "signed char" if precision == "int8" else "unsigned char"  # (packed operands take no load hooks)
+    info = PRECISIONS[(plan.a if slot == "a_load" else plan.b).precision]
+    if info.is_float:
+        return "double" if info.bits == 64 else "float"
+    return info.cpp_type  # an integer's compute<S> is S (packed operands take no load hooks)
 
 
 def _code_key(code: pytypes.CodeType) -> tuple:
@@ -236,8 +236,12 @@ def _behaviour(function: pytypes.FunctionType, kept: list, seen: set[int]) -> tu
             return (type(v).__name__, repr(v))
         if isinstance(v, tuple):
             return tuple(value(x) for x in v)
-        if isinstance(v, pytypes.ModuleType):
-            return ("module", v.__name__)
+        if isinstance(v, pytypes.ModuleType):  # Numba freezes module.NAME too: the names the code reads, by value
+            if id(v) in seen:
+                return ("module", v.__name__)
+            seen.add(id(v))
+            return ("module", v.__name__, tuple((name, value(getattr(v, name))) for name in sorted(read)
+                                              if name in vars(v)))
         if _is_python_function(v):
             options = repr(sorted(getattr(v, "targetoptions", {}).items()))  # a Numba device function's (fastmath...)
             return ("function", options, _behaviour(_python_function(v), kept, seen))
@@ -246,11 +250,10 @@ def _behaviour(function: pytypes.FunctionType, kept: list, seen: set[int]) -> tu
         kept.append(v)
         return ("object", type(v).__qualname__, id(v))
 
+    read = _names(function.__code__)
     cells = tuple(value(cell.cell_contents) for cell in function.__closure__ or ())
-    reads = tuple((name, value(function.__globals__[name])) for name in sorted(_names(function.__code__))
-                  if name in function.__globals__)
-    defaults = value(function.__defaults__ or ())
-    return function.__module__, function.__qualname__, _code_key(function.__code__), cells, reads, defaults
+    reads = tuple((name, value(function.__globals__[name])) for name in sorted(read) if name in function.__globals__)
+    return function.__module__, function.__qualname__, _code_key(function.__code__), cells, reads
 
 
 def _compiled_hook(hook: Hook, slot: str, ctype: str, arch: int) -> tuple[Hook, Any]:
@@ -258,17 +261,18 @@ def _compiled_hook(hook: Hook, slot: str, ctype: str, arch: int) -> tuple[Hook, 
     Its symbol is a digest of what decides its code (_behaviour), so that the unit calling it is the same, and comes
     from blasdx's disk cache, in every process."""
     target = _python_function(hook.function)
-    fastmath = bool(getattr(hook.function, "targetoptions", {}).get("fastmath", False))  # a device function's own
+    fastmath = getattr(hook.function, "targetoptions", {}).get("fastmath", False) or False  # a device function's own
     kept: list = []
-    key = (_behaviour(target, kept, set()), fastmath, ctype)
+    key = (_behaviour(target, kept, set()), repr(fastmath), ctype)
     symbol = f"blasdx_py_{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}"
     entry = _PYTHON_HOOKS.get((symbol, arch))
     if entry is None:
-        parameters = [p for p in inspect.signature(target).parameters.values()
-                      if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if len(parameters) != 1:
+        parameters = inspect.signature(target).parameters.values()
+        if len(parameters) != 1 or next(iter(parameters)).kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                                       inspect.Parameter.POSITIONAL_OR_KEYWORD):
             raise ArgumentError(f"{slot}={target.__qualname__}: a hook is a function of one value x (of {ctype}), "
-                                f"but it takes {len(parameters)} arguments without defaults")
+                                f"but it takes ({', '.join(map(str, parameters))}); give other values through a "
+                                f"closure or globals, which Numba takes as constants")
         numba_type = _HOOK_TYPES[ctype]
         try:
             ltoir, _ = cuda.compile(target, numba_type(numba_type), device=True, abi="c", abi_info={"abi_name": symbol},

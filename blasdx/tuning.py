@@ -8,7 +8,7 @@ The measurements behind each field are in benchmarks/RESULTS.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,10 @@ _HOPPER = Tuning(plain_loads_one_item=True, c_through_stmatrix=True, pipelined_f
                  deep_float64_tiles_any_major=True, fma_grid_two_blocks=True, float64_tiles_fitted_to_waves=True)
 
 # SM 1000-1210 take SM 900's choices, unmeasured on them (no GPU of theirs has run blasdx's
-# benchmarks); a measurement there replaces its row.
-TUNING: dict[int, Tuning] = {900: _HOPPER, 1000: _HOPPER, 1030: _HOPPER, 1100: _HOPPER, 1200: _HOPPER, 1210: _HOPPER,
-                             1010: _HOPPER}
+# benchmarks); a measurement there replaces its row. Not the waves of 132 SMs, which are Hopper's.
+_LATER = replace(_HOPPER, float64_tiles_fitted_to_waves=False)
+TUNING: dict[int, Tuning] = {900: _HOPPER, 1000: _LATER, 1030: _LATER, 1100: _LATER, 1200: _LATER, 1210: _LATER,
+                             1010: _LATER}
 
 
 def tuning_of(sm: int) -> Tuning:

@@ -5,6 +5,7 @@ decides its code (the same in every process, another for other constants), and t
 from __future__ import annotations
 
 import struct
+import types as pytypes
 
 import numpy as np
 import pytest
@@ -53,6 +54,8 @@ CASES = [  # (id, descriptor, A, B and C dtypes, the Numba type of its load hook
      (types.int8, types.int8, types.int32), "int8", "int32"),
     ("uint8-sm800", gemm((32, 32, 32), "uint8", "uint8", "int32", 800),
      (types.uint8, types.uint8, types.int32), "uint8", "int32"),
+    ("int16-sm800", gemm((32, 32, 32), "int16", "int16", "int32", 800),
+     (types.int16, types.int16, types.int32), "int16", "int32"),
 ]
 
 
@@ -160,13 +163,44 @@ def _two_arguments(x, y):
     return x + y
 
 
+def _a_default(x, k=2.0):
+    return x * k
+
+
+CONFIG = pytypes.ModuleType("hook_config")  # a module whose attribute a hook reads (Numba takes it as a constant)
+CONFIG.K = 2.0
+
+
+def scaled_by_config(x):
+    return x * CONFIG.K
+
+
+def test_a_module_attribute_or_fastmath_the_hook_reads_names_its_code():
+    desc = CASES[0][1]
+
+    def named(hook):
+        return blasdx.numba.device_api(desc, arch=900, epilogue=hook).namespace
+
+    before = named(scaled_by_config)
+    try:
+        CONFIG.K = 5.0
+        assert named(scaled_by_config) != before
+    finally:
+        CONFIG.K = 2.0
+    assert named(scaled_by_config) == before
+    contract = cuda.jit(device=True, fastmath={"contract"})(scaled_by_three_and_a_half)
+    every = cuda.jit(device=True, fastmath=True)(scaled_by_three_and_a_half)
+    assert len({named(contract), named(every), named(scaled_by_three_and_a_half)}) == 3
+
+
 def _untyped(x):
     return x.not_an_attribute
 
 
 ERRORS = [  # (id, what the user did, message)
     ("two-arguments", dict(epilogue=_two_arguments), r"c_store=_two_arguments: a hook is a function of one value x "
-                                                       r"\(of float\), but it takes 2"),
+                                                       r"\(of float\), but it takes \(x, y\)"),
+    ("a-default", dict(epilogue=_a_default), r"c_store=_a_default: a hook is a function of one value x .* closure"),
     ("does-not-type", dict(prologue=_untyped), r"a_load=_untyped: Numba could not compile it as a function of one "
                                                r"float32 returning float32 \(TypingError"),
     ("packed-load", dict(desc=gemm((32, 32, 64), "int4", "int4", "int32", 800), a_load=leaky),

@@ -590,3 +590,9 @@ def test_float64_tiles_take_64_columns_where_their_waves_take_less_time(arrangem
     assert ("288 tiles of 128x64 take 3 waves of 132 blocks, 144 of 128x128 2" in said) == (size == (1536,) * 3)
     assert tuple((desc + BlockDim(256)).tile)[:2] == (128, 128), "a given BlockDim keeps the tile"
     assert tuple(desc.replace(SM(800)).tile)[:2] == (128, 128), "waves measured on SM 900 alone (tuning)"
+    assert tuple(desc.replace(SM(1000)).tile)[:2] == (128, 128), "Hopper's 132 SMs"
+
+
+def test_a_float64_tile_as_narrow_as_n_is_not_said_to_follow_the_waves():
+    desc = Size(65536, 64, 1024) + Precision("float64") + RCR + SM(900) + Grid()
+    assert tuple(desc.tile)[:2] == (128, 64) and "64 columns, not 128" not in desc.explain(width=0)

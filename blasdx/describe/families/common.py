@@ -90,8 +90,8 @@ def wave_fitted_float64_cols(m: int, n: int, rate: float) -> tuple[int, str]:
     WAVE_BLOCKS tiles take less time, 128 x 64 tiles at ``rate`` (HALF_WIDTH_FLOAT64_RATE or its pipelined one);
     with why where 64 is taken."""
     waves = {cols: math.ceil(tiles_of(m, n, 128, cols) / WAVE_BLOCKS) for cols in (64, 128)}
-    if waves[64] * 64 / rate >= waves[128] * 128:
-        return 128, ""
+    if tiles_of(m, n, 128, 64) == tiles_of(m, n, 128, 128) or waves[64] * 64 / rate >= waves[128] * 128:
+        return 128, ""  # (n of 64 or less: the same tiles, the tile as narrow as n anyway)
     return 64, (f"64 columns, not 128: {tiles_of(m, n, 128, 64)} tiles of 128x64 take {waves[64]} waves of "
                 f"{WAVE_BLOCKS} blocks, {tiles_of(m, n, 128, 128)} of 128x128 {waves[128]}, whose tiles each take "
                 f"{2 * rate:.2f} the time")
