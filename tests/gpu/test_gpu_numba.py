@@ -321,6 +321,18 @@ def persistent(g):
     return kernel
 
 
+def persistent_with_bias(g, row_stride):
+    """persistent's kernel with a bias argument after C (row_stride apart, columns 1 apart) for store_block_tile."""
+    def kernel(a, b, c, bias, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
+            row0, col0 = g.block_tile_origin(t)
+            acc = g.make_accumulator()
+            g.mainloop(a, b, row0, col0, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta, bias, row_stride, 1)
+    return kernel
+
+
 GRID_TWIN = r"""
 extern "C" __global__ void twin(const g::a_t* a, const g::b_t* b, g::c_t* c, g::scalar_t alpha, g::scalar_t beta) {
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -386,17 +398,7 @@ def test_hooks_and_a_bias_in_store_block_tile(bias):
     rng = np.random.default_rng(24)
     values = rng.standard_normal((m, n) if bias is True else n).astype(np.float32)
     g = blasdx.numba.device_api(desc, a_load="negate", epilogue="relu", bias=bias)
-    row_stride = n if bias is True else 0
-
-    def body(a, b, c, bias, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
-            row0, col0 = g.block_tile_origin(t)
-            acc = g.make_accumulator()
-            g.mainloop(a, b, row0, col0, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta, bias, row_stride, 1)
-
-    kernel = grid_kernel(g, desc, body, (types.float32[::1],))
+    kernel = grid_kernel(g, desc, persistent_with_bias(g, n if bias is True else 0), (types.float32[::1],))
     kernel[BLOCKS, g.block_dim, 0, g.shared_memory_size](flat(a), flat(b), flat(c), cp.asarray(values.ravel()),
                                                           1.5, 0.5)
     ref = np.maximum(1.5 * (-a.values[0] @ b.values[0]) + 0.5 * c.values[0] + values, 0)

@@ -10,7 +10,19 @@ import numpy as np
 import pytest
 
 from .gpu_support import bound, relative_error, storage_dtype
-from .test_gpu_numba import BLOCKS, CASES, GRID_CASES, cuda, device, flat, grid_kernel, kernels, operands, values
+from .test_gpu_numba import (
+    BLOCKS,
+    CASES,
+    GRID_CASES,
+    cuda,
+    device,
+    flat,
+    grid_kernel,
+    kernels,
+    operands,
+    persistent_with_bias,
+    values,
+)
 
 pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
@@ -84,17 +96,6 @@ def test_python_hooks_in_every_slot_are_their_cpp_expressions_bitwise(desc, prob
     assert err <= limit, f"{desc!r}: error {err:.3g} > {limit:.3g}"
 
 
-def _with_bias(g):
-    def body(a, b, c, bias, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
-            row0, col0 = g.block_tile_origin(t)
-            acc = g.make_accumulator()
-            g.mainloop(a, b, row0, col0, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta, bias, 0, 1)
-    return body
-
-
 def test_a_python_epilogue_with_a_bias_in_store_block_tile_and_a_numba_device_function():
     from numba.core import types
 
@@ -112,7 +113,7 @@ def test_a_python_epilogue_with_a_bias_in_store_block_tile_and_a_numba_device_fu
     for hook in (relu6, expression("fminf(fmaxf(x, 0.f), 6.f)")):
         a, b, c = operands(desc, 31)
         g = blasdx.numba.device_api(desc, epilogue=hook, bias="row")
-        kernel = grid_kernel(g, desc, _with_bias(g), (types.float32[::1],))
+        kernel = grid_kernel(g, desc, persistent_with_bias(g, 0), (types.float32[::1],))
         kernel[BLOCKS, g.block_dim, 0, g.shared_memory_size](flat(a), flat(b), flat(c), bias, 1.5, 0.5)
         results.append(c.result()[0])
     ref = np.clip(1.5 * a.values[0] @ b.values[0] + 0.5 * c.values[0] + bias.get()[None, :], 0, 6)
