@@ -14,7 +14,14 @@ from dataclasses import asdict, astuple, dataclass, fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ..arch import CP_ASYNC_MIN_SM, MAX_REGISTERS_PER_THREAD, PROMOTION_K, REGISTERS_PER_SM, Instruction
+from ..arch import (
+    CP_ASYNC_MIN_SM,
+    MAX_REGISTERS_PER_THREAD,
+    PROMOTION_K,
+    REGISTERS_PER_SM,
+    WGMMA_MAX_PROMOTED_REGS,
+    Instruction,
+)
 from ..describe.operands import arrangement_of, k_major, promotes_of, takes_float_micro_tiles
 from ..describe.precision import PRECISIONS, short_code
 from ..describe.traits import shared_memory_parts_of
@@ -188,10 +195,10 @@ class GemmPlan:
     @property
     def promotes_in_pairs(self) -> bool:
         """Whether the TMA K loop multiplies K tiles in pairs, into two tiles of partial sums in turn
-        (consume_range_promoted): partial sums promoted, each warpgroup one tile (a pass), a K tile at
-        most promote_k deep."""
+        (consume_range_promoted): partial sums promoted, each warpgroup one tile (a pass) whose accumulators and
+        two tiles of partial sums fit WGMMA_MAX_PROMOTED_REGS, a K tile at most promote_k deep."""
         return (bool(self.promote_k) and self.k <= self.promote_k and self.accumulator_size == self.tile_n // 2
-                and self.tiles == self.threads // 128)
+                and self.accumulator_size + self.tile_n <= WGMMA_MAX_PROMOTED_REGS and self.tiles == self.threads // 128)
 
     @cached_property
     def _hash(self) -> int:

@@ -12,6 +12,7 @@ from ..describe.families.common import (
     SHORT_TILE_RATE,
     WAVE_BLOCKS,
     tiles_of,
+    wave_fitted_promoted_cols,
     wave_fitted_rows,
 )
 from ..describe.families.mma import float64_wave_fitted_cols
@@ -211,6 +212,8 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     rows, why = wave_fitted_rows(p.m, p.n, p.k, t.n)
     if given["Tile"] == "suggested" and t.instruction.is_wgmma and t.m == rows == 192 and "BatchInvariant" not in ops:
         given["Tile"] += f": {why}"
+    if given["Tile"] == "suggested" and t.promote_k and (t.m, t.n) == (128, 192) and "BlockDim" not in ops:
+        given["Tile"] += f": {wave_fitted_promoted_cols(p.m, p.n)[1]}"
     cols, why_cols = float64_wave_fitted_cols(ops)
     if (given["Tile"] == "suggested" and t.instruction.accumulator == "double" and (t.m, t.n) == (128, cols) == (128, 64)
             and not p.is_complex and tiles_of(p.m, p.n, 128, 128) >= GRID_MIN_TILES and "BatchInvariant" not in ops):

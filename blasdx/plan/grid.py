@@ -12,6 +12,7 @@ in an L2-friendly order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, ClassVar
@@ -253,7 +254,8 @@ class GridPlan:
         """Why the grid kernel cannot take FP8 scales ("" where it can). Scales that do not vary along k multiply
         the products once, on every path; blockwise ones multiply the partial sums of each PROMOTION_K of k as they
         are promoted: the tile must promote them (FP8 wgmma, Accumulation('accurate')), see them as they come (no
-        load hooks, which take mma.sync) and lie in one block of the scales along k and, for B's, along n."""
+        load hooks, which take mma.sync) and lie in one block of the scales along k and, for B's, in one column block
+        where its K tiles go in pairs, else in two at most (each column scaled by its own: k_tile_scale.b_of)."""
         tile = self.tile
         if self.gate_split and scale_b in ("col", "block"):
             return (f"B's {scale_b} scales follow B's columns, which layout='split' gathers from two places into a "
@@ -275,9 +277,13 @@ class GridPlan:
         if PROMOTION_K % tile.k:
             return (f"blockwise scales: the tile's K step ({tile.k}) must divide {PROMOTION_K}, so that each K tile "
                     f"lies in one block of the scales; use Tile({tile.m}, {tile.n}, {PROMOTION_K})")
-        if PROMOTION_K % tile.n:
-            return (f"blockwise scales: the tile's n ({tile.n}) must divide {PROMOTION_K}, so that a tile lies in one "
-                    f"column block of B's scales; use Tile({tile.m}, {PROMOTION_K}, {tile.k})")
+        if scale_b == "block" and PROMOTION_K % tile.n and (tile.promotes_in_pairs
+                                                            or tile.n > PROMOTION_K + math.gcd(tile.n, PROMOTION_K)):
+            why = ("its K tiles go in pairs, which scale a tile's columns alike" if tile.promotes_in_pairs else
+                   "a tile may reach three column blocks of B's scales")
+            return (f"blockwise scales: the tile's n ({tile.n}) does not divide {PROMOTION_K} and {why}; use "
+                    f"Tile({tile.m}, {PROMOTION_K}, {tile.k}) or Tile({tile.m}, {PROMOTION_K + PROMOTION_K // 2}, "
+                    f"{tile.k})")
         return ""
 
     def gate_refusal(self, split: bool = False) -> str:

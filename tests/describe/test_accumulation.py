@@ -26,8 +26,9 @@ from blasdx import (
 from blasdx.arch import PROMOTION_K, WGMMA_FP8
 from blasdx.codegen.hooks import NO_FUSION
 from blasdx.codegen.naming import kernel_name
+from blasdx.codegen.render import render_grid_kernel
 from blasdx.compiler.nvrtc import nvrtc_compile, options_for
-from blasdx.describe.families import wgmma
+from blasdx.describe.families import common, wgmma
 from blasdx.kinds import launched_plan
 from blasdx.pipeline import kernel_source
 from blasdx.plan import grid_with_alignment, with_alignment
@@ -88,7 +89,7 @@ def test_explain_says_which_accumulation_runs():
     assert "accumulation: accurate - wgmma keeps about 14 bits of its running sum for 8-bit floats, so each 128 of k" in accurate
     fast = (block() + Accumulation("fast")).explain(width=0)
     assert "accumulation: fast (Accumulation('fast')) - in wgmma's accumulators over the whole K loop" in fast
-    grid = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
+    grid = Size(2048, 2048, 16384) + FP8 + RCR + SM(900) + Grid()
     assert "  accumulation: accurate - " in grid.explain(width=0)
     assert "K tiles go in pairs, the second's wgmma running while the first's partial sums are added" in grid.explain(width=0)
     assert "each multiply runs while the one before it ends" in (grid + Accumulation("fast")).explain(width=0)
@@ -115,7 +116,7 @@ def test_explain_counts_the_k_tiles_copied_ahead_of_a_promoting_cp_async_loop():
 
 
 def test_k_tiles_go_in_pairs_only_where_each_warpgroup_has_one_tile():
-    grid = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
+    grid = Size(2048, 2048, 16384) + FP8 + RCR + SM(900) + Grid()
     tile = grid.tile_descriptor.plan
     assert tile.promotes_in_pairs and tile.partial_sum_values == 2 * tile.tile_n // 2  # two tiles of partial sums
     idle = (grid + Tile(64, 128, 128) + BlockDim(256)).tile_descriptor.plan  # one tile, two warpgroups
@@ -123,7 +124,7 @@ def test_k_tiles_go_in_pairs_only_where_each_warpgroup_has_one_tile():
 
 
 def test_grid_suggests_a_tile_of_two_warpgroups_where_it_promotes():
-    grid = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
+    grid = Size(2048, 2048, 16384) + FP8 + RCR + SM(900) + Grid()
     tile = grid.tile_descriptor.plan
     assert (tile.m, tile.n, tile.k, tile.threads) == (128, 128, 128, 256)
     assert tile.promotes_in_pairs
@@ -145,13 +146,55 @@ def _ptxas(desc, alignment=16):
 
 
 @pytest.mark.parametrize("desc, alignment", [
-    (Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid(), 16),  # TMA, K tiles in pairs
+    (Size(2048, 2048, 16384) + FP8 + RCR + SM(900) + Grid(), 16),  # TMA, K tiles in pairs
+    (Size(8192, 7168, 2048) + FP8 + RCR + SM(900) + Grid(), 16),  # TMA, 128 x 192, one K tile at a time
     (Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid() + Tile(256, 128, 128) + BlockDim(256), 16),  # TMA, two passes
-    (Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid(), 1),  # cp.async
+    (Size(2048, 2048, 16384) + FP8 + RCR + SM(900) + Grid(), 1),  # cp.async
+    (Size(8192, 7168, 2048) + FP8 + RCR + SM(900) + Grid(), 1),  # cp.async, 128 x 192
     (block((64, 64, 1024)), 16),  # the batched block kernel, eight promotions a multiply
-], ids=["grid-tma-pairs", "grid-tma-passes", "grid-cp-async", "block"])
+], ids=["grid-tma-pairs", "grid-tma-192", "grid-tma-passes", "grid-cp-async", "grid-cp-async-192", "block"])
 def test_promoting_kernels_keep_their_wgmma_in_flight_and_spill_nothing(desc, alignment):
     source, log = _ptxas(desc, alignment)
     assert "wgmma_promoted" in source
     assert "serialized" not in log and "C75" not in log, log  # C7514, C7515, C7517, C7518: wgmma waited for one by one
     assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), log
+
+
+@pytest.mark.parametrize("size, cols", [
+    ((8192, 8192, 8192), 192),  # 21 waves of 128 x 192 against 32 of 128 x 128
+    ((4096, 1536, 7168), 192),  # 2 waves against 3
+    ((8192, 7168, 2048), 192),
+    ((2048, 2048, 16384), 128),  # 176 tiles of 192 and 256 of 128 both take 2 waves: 128's are shorter
+    ((1024, 4096, 4096), 128),
+])
+def test_promoted_tiles_take_192_columns_where_their_waves_end_sooner(size, cols):
+    grid = Size(*size) + FP8 + RCR + SM(900) + Grid()
+    tile = grid.tile_descriptor.plan
+    assert (tile.m, tile.n, tile.threads) == (128, cols, 256)
+    assert common.wave_fitted_promoted_cols(size[0], size[1])[0] == cols
+    assert common.wave_fitted_promoted_cols(16384, 128) == (128, "")  # one column of tiles either way
+    assert tile.promotes_in_pairs == (cols == 128)  # 96 accumulators and two tiles of 96 partial sums do not fit
+    text = grid.explain(width=0)
+    assert ("192 columns, not 128: " in text) == (cols == 192)
+    if cols == 192:
+        assert "each K tile's partial sums are added before the next one's wgmma start" in text
+    assert (grid + Accumulation("fast")).tile_descriptor.plan.n == 128  # fast: 256 x 128 on four warpgroups
+    assert (grid + BlockDim(256)).tile_descriptor.plan.n == 128  # as given, no wave fit
+
+
+@pytest.mark.parametrize("out, scales, spilled", [
+    ("bfloat16", ("block", "block"), 0),  # DeepSeek's recipe
+    ("bfloat16", ("tensor", "block"), 0),
+    ("float32", ("tensor", "tensor"), 0),
+    ("float32", ("block", "block"), 4),  # (4 bytes, beside TMA stores' staging)
+])
+def test_blockwise_scales_on_a_tile_over_two_column_blocks_compile_with_at_most_a_word_spilled(out, scales, spilled):
+    desc = Size(8192, 7168, 2048) + Precision("float8_e4m3", "float8_e4m3", out) + RCR + SM(900) + Grid()
+    plan = grid_with_alignment(desc.plan, (16,) * 3)
+    assert plan.tile.n == 192 and plan.tma and plan.scales_refusal(*scales, False) == ""
+    source = render_grid_kernel(plan, "k", NO_FUSION.with_scales(*scales))
+    assert ("by_columns = 128 % blasdx_block_gemm::n != 0" in source) == (scales[1] == "block")
+    _, log = nvrtc_compile(source, options_for(900, ("-Xptxas", "-v")), "k")
+    stores = int(re.search(r"(\d+) bytes spill stores", log).group(1))
+    assert stores <= spilled, log
+    assert "C75" not in log, log

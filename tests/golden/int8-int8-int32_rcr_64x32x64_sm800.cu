@@ -646,7 +646,12 @@ __device__ __forceinline__ void multiply_scaled(const a_t* sa, const b_t* sb, ac
   multiply(sa, sb, products);
 #pragma unroll
   for (int i = 0; i < accumulator::size; ++i)
-    if (acc.in_bounds(i)) acc[i] = fmaf(products[i], scale(acc.row(i), 0), acc[i]);
+    if (acc.in_bounds(i)) {
+      float s;
+      if constexpr (blasdx::scales_by_columns<Scale>::value) s = scale.a_of(acc.row(i)) * scale.b_of(acc.col(i));
+      else s = scale(acc.row(i), 0);
+      acc[i] = fmaf(products[i], s, acc[i]);
+    }
 }
 
 // Whether multiply_chained takes A from the registers of `Source`, another GEMM's accumulator:

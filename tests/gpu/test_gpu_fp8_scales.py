@@ -88,6 +88,53 @@ def test_blockwise_scales_ride_the_promotion(size, layout):
     assert err <= ACCURATE, err
 
 
+@pytest.mark.parametrize("tile", [(128, 192, 128), (128, 160, 128), (128, 256, 128)], ids=["192", "160", "256"])
+@pytest.mark.parametrize("aligned", [True, False], ids=["tma", "cp-async"])
+def test_blockwise_scales_on_tiles_over_two_column_blocks(tile, aligned):
+    """Tiles wider than a column block of B's scales (K tiles promoted one at a time, each column by its block's
+    scale): tiles from the start and the middle of a block, the last one past n with no next block, odd k; by TMA,
+    and on arrays one byte off (cp.async)."""
+    torch = torch_with_cuda()
+    m, n, k = 300, 1000, 1040
+    if aligned:
+        a, b, sa, sb = _data(torch, m, n, k, seed=11)
+        more = ()
+    else:
+        a_store, b_store, sa, sb = _data(torch, m, n, k + 1, seed=11)
+        a, b = a_store[:, 1:], b_store[1:, :]
+        more = (LeadingDimension(k + 1, k + 1, n),)
+    ref = _reference(torch, a, b, sa, sb)
+    c = torch.full((m, n), float("nan"), device="cuda")
+    desc = _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), Tile(*tile), *more)
+    assert not desc.plan.tile.promotes_in_pairs
+    desc.execute(a, b, c, scale_a=sa, scale_b=sb)
+    assert _error(torch, c, ref) <= ACCURATE
+
+
+@pytest.mark.parametrize("kinds", [("block", "block"), ("tensor", "tensor"), ("row", "col")])
+@pytest.mark.parametrize("out", ["float32", "bfloat16"])
+def test_the_suggested_wide_tile_takes_every_recipe(kinds, out):
+    """A problem whose waves take 128 x 192 tiles (wave_fitted_promoted_cols) scales and promotes as 128 x 128."""
+    torch = torch_with_cuda()
+    m, n, k = 2048, 3000, 1024
+    a, b, _, _ = _data(torch, m, n, k, seed=12)
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    shapes = {"tensor": (1,), "row": (m, 1), "col": (n,), "block": None}
+    block_shape = {"a": (m, k // 128), "b": (k // 128, -(-n // 128))}
+    sa = torch.exp2(torch.randint(-8, 9, shapes[kinds[0]] or block_shape["a"], device="cuda", generator=gen).float())
+    sb = torch.exp2(torch.randint(-8, 9, shapes[kinds[1]] or block_shape["b"], device="cuda", generator=gen).float())
+    ref = _reference(torch, a, b, sa, sb, *kinds)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[out]
+    desc = _grid(m, n, k, ("float8_e4m3", "float8_e4m3", out))
+    assert (desc.plan.tile.m, desc.plan.tile.n) == (128, 192)
+    wide = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    desc.execute(a, b, wide, scale_a=sa, scale_b=sb)
+    assert _error(torch, wide, ref) <= BOUND[out]
+    narrow = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+    (desc + Tile(128, 128, 128)).execute(a, b, narrow, scale_a=sa, scale_b=sb)
+    assert _error(torch, wide, narrow.double()) <= (1e-6 if out == "float32" else 8e-3)
+
+
 @pytest.mark.parametrize("fp8", [("float8_e4m3", "float8_e5m2"), ("float8_e5m2", "float8_e4m3")])
 @pytest.mark.parametrize("out", ["float32", "bfloat16", "float16"])
 def test_blockwise_scales_both_formats_every_output_with_bias_and_hook(fp8, out):
@@ -174,8 +221,8 @@ def test_scales_refused_before_launch():
         assert bool(torch.isnan(c).all())  # nothing launched
     with pytest.raises(ArgumentError, match=r"remove Accumulation\('fast'\)"):
         (grid + Accumulation("fast")).execute(a, b, c, scale_a=sa, scale_b=sb)
-    with pytest.raises(ArgumentError, match=r"Tile\(128, 128, 128\)"):
-        (grid + Tile(128, 256, 128)).execute(a, b, c, scale_a=sa, scale_b=sb)
+    with pytest.raises(ArgumentError, match=r"K tiles go in pairs.*Tile\(128, 128, 128\)"):
+        (grid + Tile(128, 96, 128)).execute(a, b, c, scale_a=sa, scale_b=sb)
     with pytest.raises(ArgumentError, match="load hooks"):
         grid.execute(a, b, c, scale_a=sa, scale_b=sb, a_load="negate")
     block = Size(64, 256, 256) + Precision("float8_e4m3", "float8_e4m3", "float32") + RCR + SM(900) + Block()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from blasdx import SM, ArgumentError, Arrangement, Grid, Grouped, Precision, Size
+from blasdx import SM, ArgumentError, Arrangement, Grid, Grouped, Precision, Size, Tile
 
 from .gpu_support import assert_stops_with_a_trap, torch_with_cuda
 
@@ -404,10 +404,14 @@ def _blockwise(torch, x, scale, along_rows):
     return x * scale.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)[:x.shape[0], :x.shape[1]]
 
 
-@pytest.mark.parametrize("recipe", ["block-block", "row-col", "tensor-block"])
-def test_fp8_groups_take_scales_on_the_device(recipe):
+@pytest.mark.parametrize("recipe, tile", [("block-block", None), ("row-col", None), ("tensor-block", None),
+                                          ("block-block", (128, 192, 128))], ids=["block-block", "row-col",
+                                                                                 "tensor-block", "block-block-192"])
+def test_fp8_groups_take_scales_on_the_device(recipe, tile):
     """FP8 groups scaled as DeepSeek-V3 trains them (A per row and 128 of k, B per 128 x 128 block of each group's
-    matrix) and the other recipes, B's scales a set a group; against float64 of the scaled values."""
+    matrix) and the other recipes, B's scales a set a group; against float64 of the scaled values. Tiles of 192
+    columns (K tiles promoted one at a time) reach two column blocks of B's scales, the second tile from the
+    middle of one."""
     torch = torch_with_cuda()
     counts = [130, 0, 1, 257, 64, 300]
     n, k = 384, 640  # 5 K blocks, 3 column blocks
@@ -429,6 +433,9 @@ def test_fp8_groups_take_scales_on_the_device(recipe):
         sb = torch.rand(groups, n, device="cuda", generator=gen) + 0.5
     c = torch.full((rows, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     desc = _grouped(n, k, ("float8_e4m3", "float8_e4m3", "bfloat16"))
+    if tile:
+        desc = desc + Tile(*tile)
+        assert not desc.plan.tile.promotes_in_pairs
     desc.execute(a, b, c, offsets=offsets, scale_a=sa, scale_b=sb)
     ref = torch.full((rows, n), float("nan"), device="cuda", dtype=torch.float64)
     begin = 0

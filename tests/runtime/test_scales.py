@@ -74,7 +74,14 @@ def test_the_grid_kernel_takes_blockwise_scales_where_it_promotes():
     assert "remove Accumulation('fast')" in (grid + Accumulation("fast")).plan.scales_refusal("block", "", False)
     assert (grid + Accumulation("fast")).plan.scales_refusal("tensor", "col", False) == ""  # not along k: any path
     assert "load hooks" in grid.plan.scales_refusal("", "block", True)
-    assert "use Tile(128, 128, 128)" in (grid + Tile(128, 256, 128)).plan.scales_refusal("block", "block", False)
+    # Tiles over two column blocks of B's scales scale each column by its own, K tiles promoted one at a time
+    for tile in (Tile(128, 192, 128), Tile(128, 160, 128), Tile(128, 256, 128)):
+        assert (grid + tile).plan.scales_refusal("block", "block", False) == ""
+    pairs = (grid + Tile(128, 96, 128)).plan  # two tiles of partial sums fit: K tiles in pairs, whose columns share one
+    assert pairs.tile.promotes_in_pairs
+    assert "K tiles go in pairs" in pairs.scales_refusal("", "block", False)
+    assert pairs.scales_refusal("block", "tensor", False) == ""  # A's blocks alone: a row's scale for every column
+    assert "three column blocks" in (grid + Tile(128, 200, 128)).plan.scales_refusal("block", "block", False)
     assert (grid + Tile(128, 128, 64)).plan.scales_refusal("block", "block", False) == ""  # 64 divides 128: one block
     assert "use Tile(128, 64, 128)" in (grid + Tile(128, 64, 256)).plan.scales_refusal("block", "block", False)
     sm890 = Size(4096, 4096, 4096) + FP8 + RCR + SM(890) + Grid()
@@ -130,7 +137,7 @@ def test_scaled_kernels_take_the_scales_after_the_bias():
     (("block", "block"), 1, (Stages(2),)),  # cp.async, no wgmma in flight: multiply_scaled
 ], ids=["block-block", "block-col", "row-col", "tensor-fast", "cp-async", "two-passes", "cp-async-2-stages"])
 def test_scaled_grid_kernels_spill_nothing_and_keep_wgmma_in_flight(scales, alignment, extra):
-    desc = Size(4096, 4096, 4096) + FP8 + RCR + SM(900) + Grid()
+    desc = Size(1024, 4096, 4096) + FP8 + RCR + SM(900) + Grid()  # 128 x 128 tiles (test_accumulation: 128 x 192)
     for op in extra:
         desc = desc + op
     plan = grid_with_alignment(desc.plan, (alignment,) * 3)

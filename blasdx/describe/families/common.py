@@ -97,6 +97,24 @@ def wave_fitted_float64_cols(m: int, n: int, rate: float) -> tuple[int, str]:
                 f"{2 * rate:.2f} the time")
 
 
+# The rate of a 128 x 192 wgmma tile whose partial sums are promoted (Accumulation('accurate'): each K tile's added
+# before the next one's wgmma start, the two warpgroups' turns on the tensor cores overlapping) against 128 x 128's,
+# whose K tiles go in pairs, on a wave's outputs: 1.12-1.15 (H200, e4m3 -> float32 RCR 8192^3, 8192x7168x2048,
+# 4096x1536x7168, 4096x24576x1536: benchmarks/RESULTS.md, FP8 accumulation).
+WIDE_PROMOTED_TILE_RATE = 1.13
+
+
+def wave_fitted_promoted_cols(m: int, n: int) -> tuple[int, str]:
+    """128 or 192 columns for a promoted wgmma tile of 128 rows over an ``m`` x ``n`` C, whichever's waves of
+    WAVE_BLOCKS tiles take less time, 128 x 192 tiles at WIDE_PROMOTED_TILE_RATE; with why where 192 is taken."""
+    waves = {cols: math.ceil(tiles_of(m, n, 128, cols) / WAVE_BLOCKS) for cols in (128, 192)}
+    if n <= 128 or waves[192] * 192 / WIDE_PROMOTED_TILE_RATE >= waves[128] * 128:
+        return 128, ""
+    return 192, (f"192 columns, not 128: {tiles_of(m, n, 128, 192)} tiles of 128x192 take {waves[192]} waves of "
+                 f"{WAVE_BLOCKS} blocks, {tiles_of(m, n, 128, 128)} of 128x128 {waves[128]}, whose tiles each take "
+                 f"{1.5 / WIDE_PROMOTED_TILE_RATE:.2f} the time")
+
+
 def wave_time(tile_m: int, tile_n: int, tiles: int) -> float:
     """The time ``tiles`` of ``tile_m`` x ``tile_n`` take in waves of WAVE_BLOCKS, in tile outputs: a wave takes its
     tile's outputs, a tile under 192 rows at SHORT_TILE_RATE."""

@@ -29,7 +29,7 @@ from ..operands import (
     round_up,
 )
 from ..operators import Tile
-from .common import Condition, chosen_instruction, fitted_tile, wave_fitted_rows
+from .common import Condition, chosen_instruction, fitted_tile, wave_fitted_promoted_cols, wave_fitted_rows
 
 name = "wgmma"
 scope = "warpgroup"
@@ -227,9 +227,10 @@ def suggested_tile(ops: Operators) -> Tile | None:
     take less time (``wave_fitted_rows``; BlockDim absent, so that each warpgroup has a tile): 128 x 128 ran slower,
     and 128 x 256's 128 accumulators a thread slowed the fused epilogue; where partial sums are promoted,
     128 x 128, each warpgroup's one tile with two tiles of partial sums, one in flight while the other
-    is added (256 x 128 and 128 x 256 promoting a warpgroup's two tiles one at a time ran slower:
-    benchmarks/RESULTS.md, FP8 accumulation); k, rows of 128 bytes (the widest swizzle). None where a
-    condition no tile changes fails."""
+    is added, or 128 x 192 promoting one K tile at a time where its waves take less time
+    (``wave_fitted_promoted_cols``; 256 x 128 and 128 x 256 promoting a warpgroup's two tiles one at a time
+    ran slower: benchmarks/RESULTS.md, FP8 accumulation); k, rows of 128 bytes (the widest swizzle). None
+    where a condition no tile changes fails."""
     form = _form(ops)
     if form is None or not all(held for _, held in _operator_conditions(ops, form)):
         return None
@@ -238,6 +239,8 @@ def suggested_tile(ops: Operators) -> Tile | None:
     m, n, k = fitted_tile(size, (rows, GRID_TILE_COLS, 128 // element_sizes_of(ops)["a"]), 64, form.k)  # type: ignore[arg-type]
     if m == GRID_TILE_ROWS and "BlockDim" not in ops:  # (a warpgroup per 64 rows: grid_tile_threads)
         m = wave_fitted_rows(size.m, size.n, size.k, n)[0]  # type: ignore[attr-defined]
+    if rows == 128 and (m, n) == (128, GRID_TILE_COLS) and "BlockDim" not in ops:
+        n = wave_fitted_promoted_cols(size.m, size.n)[0]  # type: ignore[attr-defined]
     return Tile(m, n, k)
 
 
