@@ -68,6 +68,8 @@ def fp8_row(torch, name, experts, k, n, rows, counts, offsets, a, b, forward, ar
     out = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
     desc = Size(max(1, rows // experts), n, k) + Precision("float8_e4m3", "float8_e4m3", "bfloat16") + \
         Arrangement("row_major", "col_major", "row_major") + SM(900) + Grouped()
+    if args.fp8_tile:
+        desc = desc + Tile(*(int(v) for v in args.fp8_tile.split("x")))
     ours = partial(desc.execute, a8, b8, out, offsets=offsets, scale_a=sa, scale_b=sb)
     ours()
     # error against bf16 products of the scaled values (torch's grouped GEMM), over the whole call
@@ -106,6 +108,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tile", default="", help="a Tile (MxNxK) in place of the suggested one")
     parser.add_argument("--stages", type=int, default=0)
+    parser.add_argument("--fp8-tile", default="", help="a Tile (MxNxK) in place of the suggested one, fp8 product only")
     parser.add_argument("--products", default="forward",
                         help="of forward (C = A B), dgrad (dA = dC B^T), wgrad (dB = A^T dC, Grouped('k')), swiglu (the "
                              "forward with SwiGLU fused), fp8 (blockwise-scaled FP8), comma-separated")
