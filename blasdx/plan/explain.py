@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from ..arch import WGMMA_SM
 from ..describe.families.common import (
     GRID_MIN_TILES,
-    SHORT_TILE_RATE,
     WAVE_BLOCKS,
     tiles_of,
     wave_fitted_promoted_cols,
@@ -318,9 +317,10 @@ def _batches_line(desc: Descriptor, p: GridPlan) -> str:
     others = ""
     if p.batch_grids:
         tiles = ", ".join(f"{g.tile.m}x{g.tile.n}" for g in p.batch_grids)
+        rates = ", ".join(f"{g.tile.m}x{g.tile.n} {g.wave_rate:.2f}" for g in (p, *p.batch_grids))
         others = (f"; the grid kernel's tile on a batch is this one or {tiles} (fitted to an item's {p.m} rows), "
-                  f"whichever's waves of {WAVE_BLOCKS} tiles over the whole batch take least time (a tile under 192 "
-                  f"rows at {SHORT_TILE_RATE} the rate of a taller one)")
+                  f"whichever's waves of {WAVE_BLOCKS} tiles over the whole batch take least time (each tile at its "
+                  f"rate on a wave's outputs: {rates})")
     if item is None:
         return f"batches: {'the' if others else 'this'} grid kernel, whatever the batch ({why}){others}"
     m, n, k = desc.size

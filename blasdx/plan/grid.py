@@ -18,8 +18,14 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 from ..arch import BLOCK_RESERVED_SHARED, PROMOTION_K, REGISTERS_PER_SM, TMA_MIN_SM, shared_memory_limit
-from ..describe.families import wgmma
-from ..describe.families.common import GRID_MIN_TILES, WAVE_BLOCKS, wave_time
+from ..describe.families import mma, wgmma
+from ..describe.families.common import (
+    GRID_MIN_TILES,
+    SHORT_TILE_RATE,
+    WAVE_BLOCKS,
+    WIDE_PROMOTED_TILE_RATE,
+    wave_time,
+)
 from ..describe.operators import MAX_STAGES, Size
 from ..describe.precision import PRECISIONS
 from ..describe.traits import INVARIANT_ROWS
@@ -361,11 +367,25 @@ class GridPlan:
     def for_batch(self, batch: int | None) -> GridPlan:
         """The plan a call on ``batch`` items (None: one) runs: of this one and those of batch_grids whose tiles
         fill a wave of WAVE_BLOCKS (fewer would split their K loops, which wave_time does not count), the one whose
-        waves of the call's tiles take least time (wave_time), this one on ties."""
+        waves of the call's tiles take least time (wave_time at each one's wave_rate), this one on ties."""
         if batch is None or not self.batch_grids:
             return self
         fill = [g for g in self.batch_grids if batch * g.tiles >= WAVE_BLOCKS]
-        return min((self, *fill), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles))
+        return min((self, *fill), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles, p.wave_rate))
+
+    @property
+    def wave_rate(self) -> float:
+        """The rate of this plan's tile on a wave's outputs against its family's tile of rate 1 (for_batch): a wgmma
+        tile under 192 rows SHORT_TILE_RATE, a promoted one 192 wide WIDE_PROMOTED_TILE_RATE, a float64 one under 128
+        wide half_width_float64_rate; else 1."""
+        t = self.tile
+        if t.instruction.is_wgmma and t.promote_k:
+            return WIDE_PROMOTED_TILE_RATE if t.n > wgmma.GRID_TILE_COLS else 1.0
+        if t.instruction.is_wgmma:
+            return SHORT_TILE_RATE if t.m < 192 else 1.0
+        if t.instruction.accumulator == "double" and not self.is_complex and t.n < 128:
+            return mma.half_width_float64_rate(self.sm, {"a": self.a.layout, "b": self.b.layout})
+        return 1.0
 
     def kernel_parameters(self, has_bias: bool, scaled: bool = False) -> tuple[KernelParameter, ...]:
         return kernel_parameters(has_bias, grid=True, tma=self.tma, scaled=scaled, tma_store=self.tma_store)
@@ -678,14 +698,19 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
 
 
 def _batch_grids(desc: Descriptor, plan: GridPlan) -> tuple[GridPlan, ...]:
-    """The plans of the other tiles a batched call may run (GridPlan.for_batch: wgmma.batch_tiles), where the tile is
-    suggested (no Tile, Stages or BlockDim) and wgmma's without promoted
-    partial sums, and not under BatchInvariant() (no kernel switched by the batch)."""
+    """The plans of the other tiles a batched call may run (GridPlan.for_batch: wgmma.batch_tiles, mma.batch_tiles for
+    float64), where the tile is suggested (no Tile, Stages or BlockDim), and not under BatchInvariant() (no kernel
+    switched by the batch)."""
     ops, t = desc.operator_map, plan.tile
-    if any(kind in ops for kind in ("Tile", "Stages", "BlockDim", "BatchInvariant")) or not t.instruction.is_wgmma \
-            or t.promote_k:
+    if any(kind in ops for kind in ("Tile", "Stages", "BlockDim", "BatchInvariant")):
         return ()
-    return tuple(make_grid_plan(desc + tile) for tile in wgmma.batch_tiles(ops, t.k) if (tile.m, tile.n) != (t.m, t.n))
+    if t.instruction.is_wgmma:
+        tiles = wgmma.batch_tiles(ops, t.k)
+    elif t.instruction.is_mma:
+        tiles = mma.batch_tiles(ops, t.k)
+    else:
+        return ()
+    return tuple(make_grid_plan(desc + tile) for tile in tiles if (tile.m, tile.n) != (t.m, t.n))
 
 
 def tma_registers_refusal(plan: GridPlan) -> str:

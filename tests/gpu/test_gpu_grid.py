@@ -475,20 +475,26 @@ def test_a_tile_whose_wgmma_the_tma_kernel_cannot_hold_runs_the_cp_async_kernel_
     assert any(launch.kernel.plan == aligned for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
 
 
-@pytest.mark.parametrize("prec, arr, size, batch, rows", [
-    (("float16", "float16", "float32"), "rcr", (500, 512, 256), 64, 256),  # 64 x 64 tiles fitted to an item
-    (("bfloat16",) * 3, "crr", (384, 640, 512), 48, 192),
-    (("float16",) * 3, "rcr", (1024, 1024, 1024), 2, 64),  # two items: the item's tile, one wave
-], ids=["256-rows", "192-rows", "kept"])
-def test_a_batch_runs_the_tile_whose_waves_take_least_time(prec, arr, size, batch, rows):
-    """GridPlan.for_batch: the grid kernel of a taller tile than the one fitted to an item where the batch's waves take
-    less time with it; edges (500 rows), beta."""
+@pytest.mark.parametrize("prec, arr, size, batch, tile", [
+    (("float16", "float16", "float32"), "rcr", (500, 512, 256), 64, (256, 128)),  # 64 x 64 tiles fitted to an item
+    (("bfloat16",) * 3, "crr", (384, 640, 512), 48, (192, 128)),
+    (("float16",) * 3, "rcr", (1024, 1024, 1024), 2, (64, 128)),  # two items: the item's tile, one wave
+    (("float64",) * 3, "rcr", (1536, 1536, 64), 8, (128, 128)),  # an item's 128 x 64 (waves), the batch's 128 x 128
+    (("float64",) * 3, "rrr", (1536, 1536, 64), 8, (128, 128)),
+    (("float8_e4m3", "float8_e4m3", "float32"), "rcr", (2048, 2048, 256), 3, (128, 192)),  # promoted: 192 wide
+], ids=["256-rows", "192-rows", "kept", "f64-rcr", "f64-rrr", "fp8-promoted"])
+def test_a_batch_runs_the_tile_whose_waves_take_least_time(prec, arr, size, batch, tile):
+    """GridPlan.for_batch: the grid kernel of another tile than the one fitted to an item where the batch's waves take
+    less time with it (taller wgmma tiles, float64 128 x 128 in place of 128 x 64, promoted FP8 192 wide); edges (500
+    rows), beta."""
     import blasdx.pipeline
     import blasdx.plan
 
     desc = grid(prec, arr, size)
     chosen = blasdx.plan.grid_with_alignment(desc.plan.for_batch(batch), (16, 16, 16))
-    assert chosen.tile.m == rows and chosen.tma and desc.plan.item_block is None
+    assert (chosen.tile.m, chosen.tile.n) == tile and desc.plan.item_block is None
+    assert chosen.tma == chosen.tile.instruction.is_wgmma
+    assert (desc.plan.tile.m, desc.plan.tile.n) != tile or batch == 2
     run_and_check(desc, np.random.default_rng(16), batch=batch, alpha=2, beta=-1)
     assert any(launch.kernel.plan == chosen for launch in blasdx.pipeline.BOUND_LAUNCHES.values())
 

@@ -29,6 +29,7 @@ from blasdx import (
     Type,
 )
 from blasdx.arch import accepted_sms, shared_memory_limit
+from blasdx.describe.families import common
 from blasdx.errors import UnsupportedError
 from blasdx.plan.grid import SPLIT_PART_K
 
@@ -278,15 +279,38 @@ def test_a_batched_call_runs_the_tile_whose_waves_take_least_time():
     assert tile(plan((384, 640, 512), bf16).for_batch(48)) == (192, 128)  # 4 waves of 192 rows, 22 of 64x64
     assert one.for_batch(16).batch_grids == () and one.for_batch(16).item_block is None
     assert replace(one, batch_grids=()).kernel_name == one.kernel_name  # not in the grid kernel's name
-    # no switch: a tile given, BatchInvariant(), promoted FP8, a gated epilogue, Grouped()
+    # no switch: a tile given, BatchInvariant(), a gated epilogue, Grouped(), float32 FMA
     desc = Size(1024, 1024, 1024) + bf16 + RCR + SM(900) + Grid()
     assert one.for_batch(4) is one  # 128 tiles of 256 rows fill no wave: they would split their K loops
     for fixed in (desc + Tile(64, 128, 64), desc + Stages(3), desc + BlockDim(256), desc + BatchInvariant(),
-                  desc.replace(Precision("float8_e4m3", "float8_e4m3", "float32"))):
+                  desc.replace(Precision("float32", "float32", "float32"))):
         assert fixed.plan.batch_grids == (), fixed
     assert plan((1024, 2048, 1024)).gated().batch_grids == ()
     assert (Size(128, 1024, 1024) + bf16 + RCR + SM(900) + Grouped()).plan.batch_grids == ()
     assert "the grid kernel's tile on a batch is this one or 256x128, 192x128" in desc.explain(width=0)
+
+
+def test_batched_float64_and_promoted_fp8_calls_fit_their_tiles_to_the_batch():
+    def plan(size, prec, arrangement=RCR, sm=900):
+        return (Size(*size) + Precision(*prec) + arrangement + SM(sm) + Grid()).plan
+
+    f64 = ("float64",) * 3
+    item = plan((1536, 1536, 64), f64)  # 288 tiles of 128 x 64 at 0.82 (K-major): 3 waves; 144 of 128 x 128: 2
+    assert (item.tile.m, item.tile.n) == (128, 64) and [(g.tile.m, g.tile.n) for g in item.batch_grids] == [(128, 128)]
+    assert (item.wave_rate, item.batch_grids[0].wave_rate) == (0.82, 1.0)
+    assert item.for_batch(1) is item
+    assert (item.for_batch(8).tile.m, item.for_batch(8).tile.n) == (128, 128)  # 9 waves of 128 x 128, 18 of 128 x 64
+    assert plan((1536, 1536, 64), f64, Arrangement("row_major", "row_major", "row_major")).wave_rate == 0.89
+    assert plan((1536, 1536, 64), f64, sm=1000).batch_grids == ()  # the waves of SM 900's 132 SMs only
+    assert plan((64, 64, 64), ("float16",) * 3, sm=800).batch_grids == ()  # mma.sync 16-bit: no batch tiles
+    fp8 = ("float8_e4m3", "float8_e4m3", "float32")
+    deep = plan((2048, 2048, 256), fp8)  # 256 tiles of 128 x 128 and 176 of 128 x 192: 2 waves each
+    assert (deep.tile.n, [g.tile.n for g in deep.batch_grids]) == (128, [192])
+    assert deep.for_batch(3).tile.n == 192 and deep.for_batch(3).wave_rate == common.WIDE_PROMOTED_TILE_RATE
+    assert not deep.for_batch(3).tile.promotes_in_pairs and deep.for_batch(1) is deep
+    text = (Size(1536, 1536, 64) + Precision(*f64) + RCR + SM(900) + Grid()).explain(width=0)
+    assert "this one or 128x128 (fitted to an item's 1536 rows)" in text
+    assert "each tile at its rate on a wave's outputs: 128x64 0.82, 128x128 1.00" in text
 
 
 def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():

@@ -115,7 +115,7 @@ def wave_fitted_promoted_cols(m: int, n: int) -> tuple[int, str]:
                  f"{1.5 / WIDE_PROMOTED_TILE_RATE:.2f} the time")
 
 
-def wave_time(tile_m: int, tile_n: int, tiles: int) -> float:
+def wave_time(tile_m: int, tile_n: int, tiles: int, rate: float = 1.0) -> float:
     """The time ``tiles`` of ``tile_m`` x ``tile_n`` take in waves of WAVE_BLOCKS, in tile outputs: a wave takes its
-    tile's outputs, a tile under 192 rows at SHORT_TILE_RATE."""
-    return math.ceil(tiles / WAVE_BLOCKS) * tile_m * tile_n / (SHORT_TILE_RATE if tile_m < 192 else 1)
+    tile's outputs at ``rate`` (against the family's tile of rate 1: GridPlan.wave_rate)."""
+    return math.ceil(tiles / WAVE_BLOCKS) * tile_m * tile_n / rate

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...arch import Instruction
 from ...tuning import tuning_of
-from ..operands import Operators, arrangement_of, element_sizes_of, k_major
+from ..operands import Operators, arrangement_of, element_sizes_of, k_major, round_up
 from ..operators import Tile
 from .common import (
     HALF_WIDTH_FLOAT64_PIPELINED_RATE,
@@ -68,9 +68,25 @@ def float64_wave_fitted_cols(ops: Operators) -> tuple[int, str]:
     sm, size = ops["SM"].value, ops["Size"]  # type: ignore[attr-defined]
     if "BlockDim" in ops or not tuning_of(sm).float64_tiles_fitted_to_waves:
         return 128, ""
-    pipelined = k_major(arrangement_of(ops)) and tuning_of(sm).pipelined_float64_fragments
-    rate = HALF_WIDTH_FLOAT64_PIPELINED_RATE if pipelined else HALF_WIDTH_FLOAT64_RATE
-    return wave_fitted_float64_cols(size.m, size.n, rate)  # type: ignore[attr-defined]
+    return wave_fitted_float64_cols(size.m, size.n, half_width_float64_rate(sm, arrangement_of(ops)))  # type: ignore[attr-defined]
+
+
+def half_width_float64_rate(sm: int, arrangement: dict[str, str]) -> float:
+    """The rate of a float64 128 x 64 Grid() tile against 128 x 128 on a wave's work: lower where 128 x 128 pipelines
+    its fragments (A and B K-major, tuning)."""
+    pipelined = k_major(arrangement) and tuning_of(sm).pipelined_float64_fragments
+    return HALF_WIDTH_FLOAT64_PIPELINED_RATE if pipelined else HALF_WIDTH_FLOAT64_RATE
+
+
+def batch_tiles(ops: Operators, k: int) -> tuple[Tile, ...]:
+    """The tiles a batched float64 Grid() call may run in place of the suggested one, which is fitted to one item
+    (GridPlan.for_batch): 128 x 128 and 128 x 64, ``k`` deep (as an item's m and n allow), where the SM's waves are
+    measured (tuning); none for other precisions."""
+    sm, size = ops["SM"].value, ops["Size"]  # type: ignore[attr-defined]
+    if element_sizes_of(ops)["a"] != 8 or "Type" in ops or not tuning_of(sm).float64_tiles_fitted_to_waves:
+        return ()
+    m = min(128, round_up(size.m, 16))  # type: ignore[attr-defined]
+    return tuple(dict.fromkeys(Tile(m, min(cols, round_up(size.n, 16)), k) for cols in (128, 64)))  # type: ignore[attr-defined]
 
 
 def suggested_threads(ops: Operators) -> int:
