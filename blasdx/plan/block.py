@@ -193,12 +193,18 @@ class GemmPlan:
         return ""
 
     @property
-    def promotes_in_pairs(self) -> bool:
-        """Whether the TMA K loop multiplies K tiles in pairs, into two tiles of partial sums in turn
-        (consume_range_promoted): partial sums promoted, each warpgroup one tile (a pass) whose accumulators and
-        two tiles of partial sums fit WGMMA_MAX_PROMOTED_REGS, a K tile at most promote_k deep."""
+    def promotes_one_tile(self) -> bool:
+        """Whether the TMA K loop promotes the partial sums of each warpgroup's one tile itself, K tile by K tile
+        (consume_range_promoted): partial sums promoted, every warpgroup one tile (a pass), a K tile at most
+        promote_k deep."""
         return (bool(self.promote_k) and self.k <= self.promote_k and self.accumulator_size == self.tile_n // 2
-                and self.accumulator_size + self.tile_n <= WGMMA_MAX_PROMOTED_REGS and self.tiles == self.threads // 128)
+                and self.tiles == self.threads // 128)
+
+    @property
+    def promotes_in_pairs(self) -> bool:
+        """Whether that loop (promotes_one_tile) multiplies K tiles in pairs, into two tiles of partial sums in turn:
+        where the accumulators and two tiles of partial sums fit WGMMA_MAX_PROMOTED_REGS (else one at a time)."""
+        return self.promotes_one_tile and self.accumulator_size + self.tile_n <= WGMMA_MAX_PROMOTED_REGS
 
     @cached_property
     def _hash(self) -> int:

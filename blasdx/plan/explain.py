@@ -211,7 +211,8 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     rows, why = wave_fitted_rows(p.m, p.n, p.k, t.n)
     if given["Tile"] == "suggested" and t.instruction.is_wgmma and t.m == rows == 192 and "BatchInvariant" not in ops:
         given["Tile"] += f": {why}"
-    if given["Tile"] == "suggested" and t.promote_k and (t.m, t.n) == (128, 192) and "BlockDim" not in ops:
+    if (given["Tile"] == "suggested" and t.promote_k and (t.m, t.n) == (128, 192) and "BlockDim" not in ops
+            and "BatchInvariant" not in ops):  # (BatchInvariant(): fitted to INVARIANT_ROWS rows, said below)
         given["Tile"] += f": {wave_fitted_promoted_cols(p.m, p.n)[1]}"
     cols, why_cols = float64_wave_fitted_cols(ops)
     if (given["Tile"] == "suggested" and t.instruction.accumulator == "double" and (t.m, t.n) == (128, cols) == (128, 64)

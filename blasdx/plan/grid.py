@@ -261,7 +261,8 @@ class GridPlan:
         the products once, on every path; blockwise ones multiply the partial sums of each PROMOTION_K of k as they
         are promoted: the tile must promote them (FP8 wgmma, Accumulation('accurate')), see them as they come (no
         load hooks, which take mma.sync) and lie in one block of the scales along k and, for B's, in one column block
-        where its K tiles go in pairs, else in two at most (each column scaled by its own: k_tile_scale.b_of)."""
+        where its K tiles go in pairs, else in two at most (column_blocks_reached; each column scaled by its own:
+        scale_b_by_columns)."""
         tile = self.tile
         if self.gate_split and scale_b in ("col", "block"):
             return (f"B's {scale_b} scales follow B's columns, which layout='split' gathers from two places into a "
@@ -283,14 +284,19 @@ class GridPlan:
         if PROMOTION_K % tile.k:
             return (f"blockwise scales: the tile's K step ({tile.k}) must divide {PROMOTION_K}, so that each K tile "
                     f"lies in one block of the scales; use Tile({tile.m}, {tile.n}, {PROMOTION_K})")
-        if scale_b == "block" and PROMOTION_K % tile.n and (tile.promotes_in_pairs
-                                                            or tile.n > PROMOTION_K + math.gcd(tile.n, PROMOTION_K)):
-            why = ("its K tiles go in pairs, which scale a tile's columns alike" if tile.promotes_in_pairs else
-                   "a tile may reach three column blocks of B's scales")
-            return (f"blockwise scales: the tile's n ({tile.n}) does not divide {PROMOTION_K} and {why}; use "
-                    f"Tile({tile.m}, {PROMOTION_K}, {tile.k}) or Tile({tile.m}, {PROMOTION_K + PROMOTION_K // 2}, "
-                    f"{tile.k})")
+        blocks = column_blocks_reached(tile.n, self.n)
+        if scale_b == "block" and (blocks > 2 or (blocks == 2 and tile.promotes_in_pairs)):
+            why = ("its K tiles go in pairs, which scale a tile's columns alike" if blocks == 2 else
+                   "they reach three column blocks of B's scales")
+            return (f"blockwise scales: tiles {tile.n} wide over C's {self.n} columns reach two column blocks of "
+                    f"{PROMOTION_K} and {why}; use Tile({tile.m}, {PROMOTION_K}, {tile.k})")
         return ""
+
+    @property
+    def scale_b_by_columns(self) -> bool:
+        """Whether a tile reaches two column blocks of B's blockwise scales (k_tile_scale's by_columns: each column
+        scaled by its block's)."""
+        return column_blocks_reached(self.tile.n, self.n) > 1
 
     def gate_refusal(self, split: bool = False) -> str:
         """Why the grid kernel cannot gate its products (execute()'s epilogue=blasdx.swiglu/geglu; "" where it can):
@@ -376,11 +382,11 @@ class GridPlan:
     @property
     def wave_rate(self) -> float:
         """The rate of this plan's tile on a wave's outputs against its family's tile of rate 1 (for_batch): a wgmma
-        tile under 192 rows SHORT_TILE_RATE, a promoted one 192 wide WIDE_PROMOTED_TILE_RATE, a float64 one under 128
+        tile under 192 rows SHORT_TILE_RATE, a promoted 128 x 192 one WIDE_PROMOTED_TILE_RATE, a float64 one under 128
         wide half_width_float64_rate; else 1."""
         t = self.tile
         if t.instruction.is_wgmma and t.promote_k:
-            return WIDE_PROMOTED_TILE_RATE if t.n > wgmma.GRID_TILE_COLS else 1.0
+            return WIDE_PROMOTED_TILE_RATE if (t.m, t.n) == (128, 192) else 1.0
         if t.instruction.is_wgmma:
             return SHORT_TILE_RATE if t.m < 192 else 1.0
         if t.instruction.accumulator == "double" and not self.is_complex and t.n < 128:
@@ -614,6 +620,15 @@ class GridPlan:
     def kernel_name(self) -> str:
         t = self.tile
         return f"{name_stem('grid', self)}_tile{t.m}x{t.n}x{t.k}_s{self.stages}_t{self.threads}_{self.digest}"
+
+
+def column_blocks_reached(tile_n: int, n: int, block: int = PROMOTION_K) -> int:
+    """The most column blocks of ``block`` columns (B's blockwise scales) that one tile ``tile_n`` wide covers of C's
+    ``n`` columns, tiles from column 0 on: their first columns' offsets in a block repeat every block / gcd(tile_n,
+    block) tiles, and the last tile stops at n."""
+    tiles = -(-n // tile_n)
+    firsts = set(range(min(tiles, block // math.gcd(tile_n, block)))) | {tiles - 1}
+    return max((min((t + 1) * tile_n, n) - 1) // block - t * tile_n // block + 1 for t in firsts)
 
 
 def suggested_stages(stage_bytes: int, k_tiles: int, sm: int, blocks_per_sm: int = 1, reserved: int = 0) -> int:

@@ -121,6 +121,11 @@ def test_k_tiles_go_in_pairs_only_where_each_warpgroup_has_one_tile():
     assert tile.promotes_in_pairs and tile.partial_sum_values == 2 * tile.tile_n // 2  # two tiles of partial sums
     idle = (grid + Tile(64, 128, 128) + BlockDim(256)).tile_descriptor.plan  # one tile, two warpgroups
     assert idle.tiles == 1 and not idle.promotes_in_pairs and idle.partial_sum_values == idle.tile_n // 2
+    # ... nor does the K loop promote it itself (consume_range_promoted): the idle warpgroup would multiply past the
+    # tile; it takes the generic loop, whose issue_wgmma skips a warpgroup without a tile
+    assert not idle.promotes_one_tile and tile.promotes_one_tile
+    source = kernel_source(grid_with_alignment((grid + Tile(64, 128, 128) + BlockDim(256)).plan, (16,) * 3))
+    assert "constexpr bool promotes_one_tile = false;" in source
 
 
 def test_grid_suggests_a_tile_of_two_warpgroups_where_it_promotes():
@@ -193,7 +198,7 @@ def test_blockwise_scales_on_a_tile_over_two_column_blocks_compile_with_at_most_
     plan = grid_with_alignment(desc.plan, (16,) * 3)
     assert plan.tile.n == 192 and plan.tma and plan.scales_refusal(*scales, False) == ""
     source = render_grid_kernel(plan, "k", NO_FUSION.with_scales(*scales))
-    assert ("by_columns = 128 % blasdx_block_gemm::n != 0" in source) == (scales[1] == "block")
+    assert ("by_columns = true" in source) == (scales[1] == "block")
     _, log = nvrtc_compile(source, options_for(900, ("-Xptxas", "-v")), "k")
     stores = int(re.search(r"(\d+) bytes spill stores", log).group(1))
     assert stores <= spilled, log

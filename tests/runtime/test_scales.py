@@ -29,6 +29,7 @@ from blasdx.compiler.nvrtc import nvrtc_compile, options_for
 from blasdx.kinds import launched_plan
 from blasdx.pipeline import kernel_source
 from blasdx.plan import grid_with_alignment
+from blasdx.plan.grid import column_blocks_reached
 from blasdx.plan.kernel import SCALE_PARAMETERS
 from blasdx.runtime.scales import fold_number_scales, scale_kind
 
@@ -82,11 +83,26 @@ def test_the_grid_kernel_takes_blockwise_scales_where_it_promotes():
     assert "K tiles go in pairs" in pairs.scales_refusal("", "block", False)
     assert pairs.scales_refusal("block", "tensor", False) == ""  # A's blocks alone: a row's scale for every column
     assert "three column blocks" in (grid + Tile(128, 200, 128)).plan.scales_refusal("block", "block", False)
+    # ... by the tiles C's width makes: one tile of 96 or 176 columns lies in one or two blocks
+    narrow = (Size(8192, 96, 4096) + FP8 + RCR + SM(900) + Grid()).plan
+    assert narrow.tile.promotes_in_pairs and narrow.scales_refusal("block", "block", False) == ""
+    assert not narrow.scale_b_by_columns
+    one = (Size(4096, 176, 4096) + FP8 + RCR + SM(900) + Grid() + Tile(128, 176, 128)).plan
+    assert one.scales_refusal("block", "block", False) == "" and one.scale_b_by_columns
     assert (grid + Tile(128, 128, 64)).plan.scales_refusal("block", "block", False) == ""  # 64 divides 128: one block
     assert "use Tile(128, 64, 128)" in (grid + Tile(128, 64, 256)).plan.scales_refusal("block", "block", False)
     sm890 = Size(4096, 4096, 4096) + FP8 + RCR + SM(890) + Grid()
     assert "mma_fp8 does not promote them" in sm890.plan.scales_refusal("block", "block", False)
     assert "remove Accumulation" not in sm890.plan.scales_refusal("block", "block", False)
+
+
+@pytest.mark.parametrize("tile_n, n, blocks", [
+    (128, 4096, 1), (64, 1000, 1), (192, 4096, 2), (192, 128, 1), (160, 4096, 2), (256, 1000, 2), (96, 96, 1),
+    (96, 4096, 2), (200, 4096, 3), (200, 200, 2), (176, 176, 2), (192, 1000, 2), (8, 8, 1),
+])
+def test_column_blocks_reached_counts_each_tiles_blocks_inside_c(tile_n, n, blocks):
+    brute = max(len({col // 128 for col in range(t, min(t + tile_n, n))}) for t in range(0, n, tile_n))
+    assert column_blocks_reached(tile_n, n) == brute == blocks
 
 
 def test_grouped_kernels_take_grids_scales():

@@ -247,13 +247,14 @@ def suggested_tile(ops: Operators) -> Tile | None:
 def batch_tiles(ops: Operators, k: int) -> tuple[Tile, ...]:
     """The tiles ``k`` deep (the suggested one's) a batched Grid() call may run in place of the suggested one, which is
     fitted to one item (GridPlan.for_batch): GRID_TILE_ROWS and 192 rows x GRID_TILE_COLS; where partial sums are
-    promoted, 128 rows x GRID_TILE_COLS and 192 columns; as an item's m and n allow (not halved for few tiles: a batch
-    has more)."""
+    promoted, 128 rows x GRID_TILE_COLS and 192 columns (an item of 64 rows: GRID_TILE_COLS alone); as an item's m and
+    n allow (not halved for few tiles: a batch has more)."""
     size = ops["Size"]
     n = min(GRID_TILE_COLS, round_up(size.n, 16))  # type: ignore[attr-defined]
-    if promotes(ops):
+    if promotes(ops):  # (192 wide on 128 rows alone: two warpgroups, whose turns on the tensor cores overlap)
         m = min(128, round_up(size.m, 64))  # type: ignore[attr-defined]
-        return tuple(dict.fromkeys(Tile(m, min(cols, round_up(size.n, 16)), k) for cols in (n, 192)))  # type: ignore[attr-defined]
+        return tuple(dict.fromkeys(Tile(m, min(cols, round_up(size.n, 16)) if m == 128 else n, k)  # type: ignore[attr-defined]
+                                   for cols in (n, 192)))
     return tuple(dict.fromkeys(Tile(min(rows, round_up(size.m, 64)), n, k)  # type: ignore[attr-defined]
                                for rows in (GRID_TILE_ROWS, 192)))
 
