@@ -286,10 +286,10 @@ class GridPlan:
                     f"lies in one block of the scales; use Tile({tile.m}, {tile.n}, {PROMOTION_K})")
         blocks = column_blocks_reached(tile.n, self.n)
         if scale_b == "block" and (blocks > 2 or (blocks == 2 and tile.promotes_in_pairs)):
-            why = ("its K tiles go in pairs, which scale a tile's columns alike" if blocks == 2 else
-                   "they reach three column blocks of B's scales")
-            return (f"blockwise scales: tiles {tile.n} wide over C's {self.n} columns reach two column blocks of "
-                    f"{PROMOTION_K} and {why}; use Tile({tile.m}, {PROMOTION_K}, {tile.k})")
+            why = ("two column blocks of B's scales, and their K tiles go in pairs, which scale a tile's columns alike"
+                   if blocks == 2 else "three column blocks of B's scales (a tile's are scaled over two at most)")
+            return (f"blockwise scales: tiles {tile.n} wide over C's {self.n} columns reach {why}; use "
+                    f"Tile({tile.m}, {PROMOTION_K}, {tile.k})")
         return ""
 
     @property

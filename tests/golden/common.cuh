@@ -121,9 +121,9 @@ struct unit_scale {
 struct unit_scales {
   __device__ __forceinline__ unit_scale operator()(int /* kt */) const { return {}; }
 };
+__host__ __device__ constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
 // Whether a scale's B factor varies across the tile's columns (a Grid() tile over two column blocks of B's blockwise
 // scales: S::by_columns, with a_of(row) and b_of(col)); else scale(row, k0) scales every column of a row alike.
-__host__ __device__ constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
 template <class S, class = void> struct scales_by_columns { static constexpr bool value = false; };
 template <class S> struct scales_by_columns<S, decltype(void(S::by_columns))> { static constexpr bool value = S::by_columns; };
 

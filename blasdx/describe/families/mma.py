@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...arch import Instruction
 from ...tuning import tuning_of
-from ..operands import Operators, arrangement_of, element_sizes_of, k_major, round_up
+from ..operands import Operators, arrangement_of, element_sizes_of, is_complex_of, k_major, round_up
 from ..operators import Tile
 from .common import (
     HALF_WIDTH_FLOAT64_PIPELINED_RATE,
@@ -81,9 +81,9 @@ def half_width_float64_rate(sm: int, arrangement: dict[str, str]) -> float:
 def batch_tiles(ops: Operators, k: int) -> tuple[Tile, ...]:
     """The tiles a batched float64 Grid() call may run in place of the suggested one, which is fitted to one item
     (GridPlan.for_batch): 128 x 128 and 128 x 64, ``k`` deep (as an item's m and n allow), where the SM's waves are
-    measured (tuning); none for other precisions."""
+    measured (tuning); none for other precisions or complex values."""
     sm, size = ops["SM"].value, ops["Size"]  # type: ignore[attr-defined]
-    if element_sizes_of(ops)["a"] != 8 or "Type" in ops or not tuning_of(sm).float64_tiles_fitted_to_waves:
+    if element_sizes_of(ops)["a"] != 8 or is_complex_of(ops) or not tuning_of(sm).float64_tiles_fitted_to_waves:
         return ()
     m = min(128, round_up(size.m, 16))  # type: ignore[attr-defined]
     return tuple(dict.fromkeys(Tile(m, min(cols, round_up(size.n, 16)), k) for cols in (128, 64)))  # type: ignore[attr-defined]
