@@ -13,6 +13,7 @@ from blasdx import (
     ArgumentError,
     Arrangement,
     Block,
+    BlockDim,
     Grid,
     LeadingDimension,
     Precision,
@@ -108,6 +109,25 @@ def test_blockwise_scales_on_tiles_over_two_column_blocks(tile, aligned):
     desc = _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), Tile(*tile), *more)
     assert not desc.plan.tile.promotes_in_pairs
     desc.execute(a, b, c, scale_a=sa, scale_b=sb)
+    assert _error(torch, c, ref) <= ACCURATE
+
+
+@pytest.mark.parametrize("scaled", [True, False], ids=["blockwise", "unscaled"])
+def test_a_block_with_an_idle_warpgroup_promotes_by_the_generic_loop(scaled):
+    """Tile(64, 128, 128) on 256 threads: one warpgroup has no tile, so the promoted TMA loop (promotes_one_tile)
+    does not run; the generic loop still promotes every K tile, with blockwise scales and without."""
+    torch = torch_with_cuda()
+    m, n, k = 256, 256, 512
+    a, b, sa, sb = _data(torch, m, n, k, seed=21)
+    desc = _grid(m, n, k, ("float8_e4m3", "float8_e4m3", "float32"), Tile(64, 128, 128), BlockDim(256))
+    assert not desc.plan.tile.promotes_one_tile and desc.plan.tile.promote_k > 0
+    c = torch.full((m, n), float("nan"), device="cuda")
+    if scaled:
+        desc.execute(a, b, c, scale_a=sa, scale_b=sb)
+        ref = _reference(torch, a, b, sa, sb)
+    else:
+        desc.execute(a, b, c)
+        ref = _reference(torch, a, b)
     assert _error(torch, c, ref) <= ACCURATE
 
 
