@@ -118,8 +118,20 @@ struct unit_scale {
 };
 // ... and of every K tile of a K loop (the grid kernel's mainloop_range and consume_range take one
 // scale a K tile: scales(kt)).
+// The factors of one K tile's partial sums of a thread's two rows (r and r + 8 of its warp's 16) in the promoted K
+// loop: A's of each row and B's (b before the tile's column b_split, b_next from it, where S::by_columns).
+struct row_factors {
+  float a_low, a_high, b, b_next;
+  int b_split;
+};
 struct unit_scales {
   __device__ __forceinline__ unit_scale operator()(int /* kt */) const { return {}; }
+  // A K loop's cursor over them (Scales::rows_from(kt, r): read() a K tile's factors, step() to the next): all 1.
+  struct cursor {
+    __device__ __forceinline__ row_factors read() const { return {1.0f, 1.0f, 1.0f, 1.0f, 0}; }
+    __device__ __forceinline__ void step() {}
+  };
+  __device__ __forceinline__ cursor rows_from(int /* kt */, int /* r */) const { return {}; }
 };
 __host__ __device__ constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
 // Whether a scale's B factor varies across the tile's columns (a Grid() tile over two column blocks of B's blockwise
