@@ -422,15 +422,18 @@ __device__ __forceinline__ void store_tile(const tile_accumulator& acc, const wo
 
 // A 64-bit shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format") of the operand
 // at base: the start address, the leading and the stride byte offsets (in 16-byte units) and the
-// swizzle mode. The descriptor of a piece `bytes` further on is this one plus bytes / 16: A and B
-// lie in the block's shared memory, under 256 KB, so the 14-bit start-address field never carries
-// (and one encoding serves every wgmma of a multiply).
+// swizzle mode. A piece `bytes` further on has advanced(this one, bytes / 16): A and B lie in the
+// block's shared memory, under 256 KB, so the 14-bit start address never carries out of the low word
+// (and one encoding serves every wgmma of a multiply). The low word goes through an identity
+// __byte_perm: NVVM folds the descriptor of a shared symbol plus a constant (a Numba kernel's A and
+// B) into a constant expression, made again at every multiply of the caller's loop; an instruction's
+// value it hoists out of the loop.
 __device__ __forceinline__ unsigned long long matrix_descriptor(const void* base, int leading_bytes, int stride_bytes,
                                                                 int swizzle) {
-  const unsigned long long address = blasdx::shared_address(base);
-  const unsigned long long mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
-  return ((address & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(leading_bytes >> 4) << 16) |
-         (static_cast<unsigned long long>(stride_bytes >> 4) << 32) | (mode << 62);
+  const unsigned mode = swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3;
+  const unsigned low = ((blasdx::shared_address(base) & 0x3FFFF) >> 4) | (static_cast<unsigned>(leading_bytes >> 4) << 16);
+  const unsigned high = static_cast<unsigned>(stride_bytes >> 4) | (mode << 30);
+  return static_cast<unsigned long long>(__byte_perm(low, 0, 0x3210)) | (static_cast<unsigned long long>(high) << 32);
 }
 
 // An operand stored in the Swizzle-byte layout of blasdx::swizzled_offset with Outer stored rows:
@@ -442,6 +445,10 @@ __device__ __forceinline__ unsigned long long matrix_descriptor(const void* base
 template <int Swizzle, int Outer, bool MNMajor>
 __device__ __forceinline__ unsigned long long operand_descriptor(const void* base) {
   return matrix_descriptor(base, MNMajor ? Outer * Swizzle : 16, 8 * Swizzle, Swizzle);
+}
+// desc of the piece bytes / 16 = units further on: added to the low word (the start address never carries).
+__device__ __forceinline__ unsigned long long advanced(unsigned long long desc, int units) {
+  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<unsigned>(desc) + static_cast<unsigned>(units));
 }
 template <int Swizzle, int Outer, bool MNMajor, int ElementSize>
 __device__ __forceinline__ int operand_offset(int mn0, int k0) {
@@ -561,8 +568,8 @@ __device__ __forceinline__ void wgmma_issue(tile_accumulator& acc, tile_position
   const unsigned long long b_desc = operand_descriptor<128, 128, false>(sb);
 #pragma unroll
   for (int k0 = k_begin; k0 < k_end; k0 += 16)
-    wgmma(acc, a_desc + operand_offset<128, 256, false, 2>(at.m0, k0) / 16,
-          b_desc + operand_offset<128, 128, false, 2>(at.n0, k0) / 16,
+    wgmma(acc, advanced(a_desc, operand_offset<128, 256, false, 2>(at.m0, k0) / 16),
+          advanced(b_desc, operand_offset<128, 128, false, 2>(at.n0, k0) / 16),
           overwrite && k0 == k_begin ? 0 : 1);
 }
 __device__ __forceinline__ void wgmma_begin() {
@@ -692,7 +699,7 @@ __device__ __forceinline__ void multiply_tile_a_in_registers(tile_accumulator& a
     wgmma_begin();  // after the fragments' writes: wgmma reads them asynchronously
 #pragma unroll
     for (int s = 0; s < k / ik; ++s)
-      wgmma_a_in_registers(acc, fa[s], b_desc + operand_offset<128, 128, false, 2>(at.n0, s * ik) / 16);
+      wgmma_a_in_registers(acc, fa[s], advanced(b_desc, operand_offset<128, 128, false, 2>(at.n0, s * ik) / 16));
     wgmma_commit();
     wgmma_wait<0>();
     pin_accumulators(acc);

@@ -61,6 +61,28 @@ def test_k_loop_kernel_links_with_everything_inlined(desc, dtypes, instruction):
         assert linked.count("mma.sync") == 0, "wgmma's mma.sync fallback was compiled in"
 
 
+@pytest.mark.parametrize("prec", [("float8_e4m3", "float8_e4m3", "float32"), ("float16", "float16", "float32")],
+                         ids=["fp8", "f16"])
+def test_a_numba_loop_of_multiplies_encodes_the_descriptors_once(prec):
+    """A's and B's wgmma descriptors (matrix_descriptor's start-address mask, 0x3FFF0 = 262128 in the PTX) are made
+    once, outside the kernel's loop: NVVM had folded B's into a constant expression, made again at every multiply
+    (64^3 FP8 in Numba 0.87 of its C++ twin, H200)."""
+    g = blasdx.numba.device_api(gemm((64, 64, 64), *prec, 900), arch=900)
+
+    def kernel(c, repeats):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        acc = g.make_accumulator()
+        for _ in range(repeats):
+            g.multiply(smem, acc)
+            g.multiply(smem, acc)
+        g.store(acc, c, g.n, 1.0, 0.0)
+
+    linked = link(kernel, (types.float32[::1], types.int32), 900)
+    assert linked.calls == 0
+    assert linked.count("wgmma.mma_async") >= 4
+    assert linked.count("262128") == 2
+
+
 def test_an_sm_100a_link_takes_blasdx_sm_100_ltoir():
     from blasdx.compiler import supported_archs
 
