@@ -25,7 +25,7 @@ cuda = pytest.importorskip("numba.cuda", reason="numba-cuda is not installed (pi
 cp = pytest.importorskip("cupy")
 import blasdx.numba  # noqa: E402
 
-from ..numba.shared_kernels import on_the_scheduler  # noqa: E402
+from ..numba.shared_kernels import on_the_scheduler, persistent, persistent_with_bias  # noqa: E402
 
 RCR = Arrangement("row_major", "col_major", "row_major")
 
@@ -307,29 +307,6 @@ def grid_kernel(g, desc, body, extra=()):
     kernel = cuda.jit(body)
     kernel.compile((*arrays, *extra, scalar, scalar))
     blasdx.numba.allow_shared_memory(kernel, g.shared_memory_size)
-    return kernel
-
-
-def persistent(g):
-    def kernel(a, b, c, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
-            row0, col0 = g.block_tile_origin(t)
-            acc = g.make_accumulator()
-            g.mainloop(a, b, row0, col0, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta)
-    return kernel
-
-
-def persistent_with_bias(g, row_stride):
-    """persistent's kernel with a bias argument after C (row_stride apart, columns 1 apart) for store_block_tile."""
-    def kernel(a, b, c, bias, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
-            row0, col0 = g.block_tile_origin(t)
-            acc = g.make_accumulator()
-            g.mainloop(a, b, row0, col0, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta, bias, row_stride, 1)
     return kernel
 
 

@@ -20,7 +20,6 @@ from .test_gpu_numba import (
     grid_kernel,
     kernels,
     operands,
-    persistent_with_bias,
     values,
 )
 
@@ -28,6 +27,8 @@ pytestmark = pytest.mark.gpu
 cp = pytest.importorskip("cupy")
 import blasdx.numba  # noqa: E402
 from blasdx import expression  # noqa: E402
+
+from ..numba.shared_kernels import persistent_with_bias  # noqa: E402
 
 
 def halve(x):

@@ -77,20 +77,5 @@ def k_loop_signature(g, a, b, c, scalar=types.float64):
     return (a[::1], b[::1], c[::1], types.int64, types.int64, types.int64, types.int32, scalar, scalar)
 
 
-def grid_loop(g):
-    """A persistent Grid() kernel: each block walks the tiles of C from its own, a K loop (mainloop) and the
-    epilogue (store_block_tile) each, on the whole matrices."""
-
-    def kernel(a, b, c, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
-            row0, col0 = g.block_tile_origin(t)
-            acc = g.make_accumulator()
-            g.mainloop(a, b, row0, col0, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta)
-
-    return kernel
-
-
 def grid_loop_signature(a, b, c, scalar=types.float64):
     return (a[::1], b[::1], c[::1], scalar, scalar)

@@ -24,3 +24,32 @@ def on_the_scheduler(g):
             g.store_block_tile(acc, c, row0, col0, alpha, beta, group_rows)
 
     return kernel
+
+
+def persistent(g):
+    """A persistent Grid() kernel: each block walks the tiles of C from its own, a K loop (mainloop) and the
+    epilogue (store_block_tile) each, on the whole matrices."""
+
+    def kernel(a, b, c, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
+            row0, col0 = g.block_tile_origin(t)
+            acc = g.make_accumulator()
+            g.mainloop(a, b, row0, col0, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta)
+
+    return kernel
+
+
+def persistent_with_bias(g, row_stride):
+    """persistent's kernel with a bias argument after C (row_stride apart, columns 1 apart) for store_block_tile."""
+
+    def kernel(a, b, c, bias, alpha, beta):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
+            row0, col0 = g.block_tile_origin(t)
+            acc = g.make_accumulator()
+            g.mainloop(a, b, row0, col0, smem, acc)
+            g.store_block_tile(acc, c, row0, col0, alpha, beta, bias, row_stride, 1)
+
+    return kernel

@@ -11,7 +11,8 @@ import pytest
 
 from blasdx import SM, Arrangement, Block, Grid, Precision, Size, Type, compile_kernel
 
-from .numba_support import cuda, grid_loop, grid_loop_signature, link, types
+from .numba_support import cuda, grid_loop_signature, link, types
+from .shared_kernels import persistent, persistent_with_bias
 
 pytestmark = pytest.mark.compile
 
@@ -49,7 +50,7 @@ def test_a_persistent_grid_kernel_links_with_everything_inlined(desc, dtypes, in
     arch = desc.sm
     g = blasdx.numba.device_api(desc, arch=arch)
     scalar = types.complex128 if desc.is_complex else types.float64
-    linked = link(grid_loop(g), grid_loop_signature(*dtypes, scalar), arch)
+    linked = link(persistent(g), grid_loop_signature(*dtypes, scalar), arch)
     assert linked.calls == 0, "a device function was not inlined"
     assert linked.count("ld.local") == linked.count("st.local") == 0, "the accumulator left the registers"
     assert linked.stack_frame == 0
@@ -77,7 +78,7 @@ extern "C" __global__ void twin(const g::a_t* a, const g::b_t* b, g::c_t* c, flo
 
 def test_a_grid_kernel_takes_registers_near_its_cpp_twin():
     g = blasdx.numba.device_api(BF16, arch=900)
-    linked = link(grid_loop(g), grid_loop_signature(u16, u16, f32), 900)
+    linked = link(persistent(g), grid_loop_signature(u16, u16, f32), 900)
     twin = compile_kernel(BF16.device_source("g") + TWIN, "twin", sm=900)
     assert twin.resources is not None
     assert linked.registers <= twin.resources.registers + 32, (linked.registers, twin.resources.registers)
@@ -126,15 +127,7 @@ def test_hooks_and_a_bias_in_store_block_tile():
     desc = grid("float16", "float16", "float32", 800)
     g = blasdx.numba.device_api(desc, arch=800, prologue="negate", epilogue="relu", bias=True)
 
-    def kernel(a, b, c, bias, alpha, beta):
-        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
-        for t in range(cuda.blockIdx.x, g.block_tiles, cuda.gridDim.x):
-            row0, col0 = g.block_tile_origin(t)
-            acc = g.make_accumulator()
-            g.mainloop(a, b, row0, col0, smem, acc)
-            g.store_block_tile(acc, c, row0, col0, alpha, beta, bias, g.problem_n, 1)
-
-    linked = link(kernel, (f16[::1], f16[::1], f32[::1], f32[::1], f64, f64), 800)
+    linked = link(persistent_with_bias(g, g.problem_n), (f16[::1], f16[::1], f32[::1], f32[::1], f64, f64), 800)
     assert linked.calls == 0 and linked.count("ld.local") == 0 and linked.stack_frame == 0
     assert "max.f32" in linked.ptx or "setp" in linked.ptx  # relu
 
@@ -142,7 +135,7 @@ def test_hooks_and_a_bias_in_store_block_tile():
 def test_link_source_has_numba_compile_the_grid_source():
     desc = grid("float64", "float64", "float64", 800)
     g = blasdx.numba.device_api(desc, link="source")
-    linked = link(grid_loop(g), grid_loop_signature(f64, f64, f64), 800)
+    linked = link(persistent(g), grid_loop_signature(f64, f64, f64), 800)
     assert linked.calls == 0 and linked.count("ld.local") == 0 and "cp.async" in linked.ptx
 
 
@@ -181,7 +174,7 @@ def _biased(kernel_of):
 
 
 TYPING_ERRORS = [  # (id, the kernel compiled, message)
-    ("wrong-dtype", _typing(grid_loop, grid_loop_signature(f16, u16, f32)),
+    ("wrong-dtype", _typing(persistent, grid_loop_signature(f16, u16, f32)),
      r"(?s)mainloop\(\) argument 1 is this GEMM's A \(bfloat16\): an array of uint16, got array\(float16.*"
      r"float8_e4m3: uint8"),
     ("origin-of-a-float", _typing(_origin_of_a_float, (f32[::1],)),
