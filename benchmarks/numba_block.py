@@ -76,6 +76,28 @@ extern "C" __global__ void repeat(const gemm::a_t* a, const gemm::b_t* b, gemm::
 }
 """
 
+# --k-loop: a batched K loop, each block its own item's C (m x n) = A (m x depth, row-major) B (depth x n,
+# column-major), the tiles loaded from global memory a K step at a time (load_a, load_b, copy_wait, multiply).
+K_LOOP_CPP = r"""
+extern "C" __global__ void k_loop(const gemm::a_t* a, const gemm::b_t* b, gemm::c_t* c, int depth) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  auto* sa = reinterpret_cast<gemm::a_t*>(smem + gemm::a_offset);
+  auto* sb = reinterpret_cast<gemm::b_t*>(smem + gemm::b_offset);
+  const long long item = blockIdx.x;
+  a += item * gemm::m * depth;
+  b += item * gemm::n * depth;
+  auto acc = gemm::make_accumulator();
+  for (int k0 = 0; k0 < depth; k0 += gemm::k) {
+    gemm::load_a(a + k0, depth, sa);  // A's tile at (0, k0)
+    gemm::load_b(b + k0, depth, sb);  // column-major B's at (k0, 0)
+    gemm::copy_wait();
+    gemm::multiply(sa, sb, acc);
+    __syncthreads();  // every warp is done with A and B before the next step loads them
+  }
+  gemm::store(acc, c + item * gemm::m * gemm::n, gemm::n, gemm::scalar_t(1), gemm::scalar_t(0));
+}
+"""
+
 
 SPIN = r"""
 extern "C" __global__ void spin(long long cycles) {
@@ -102,6 +124,24 @@ def numba_kernel(cuda, g):
             g.multiply(smem, acc)
         g.store(acc, c, g.n, 1.0, 0.0)
     return repeat
+
+
+def numba_k_loop_kernel(cuda, g):
+    """K_LOOP_CPP's kernel in Numba."""
+    @cuda.jit(launch_bounds=int(np.prod(g.block_dim)))
+    def k_loop(a, b, c, depth):
+        smem = cuda.shared.array(0, dtype=np.uint8, alignment=1024)
+        item = cuda.blockIdx.x
+        a_item, b_item = a[item * g.m * depth:], b[item * g.n * depth:]
+        acc = g.make_accumulator()
+        for k0 in range(0, depth, g.k):
+            g.load_a(a_item, depth, 0, k0, smem)
+            g.load_b(b_item, depth, k0, 0, smem)
+            g.copy_wait()
+            g.multiply(smem, acc)
+            cuda.syncthreads()
+        g.store(acc, c[item * g.m * g.n:], g.n, 1.0, 0.0)
+    return k_loop
 
 
 def nvmath_kernel(cuda, size, pa, pc):
@@ -168,6 +208,9 @@ def main() -> None:
     parser.add_argument("--block", choices=("own", "nvmath"), default="own",
                         help="blasdx's kernels on blasdx's own block (as the anchor harness) or on nvmath's")
     parser.add_argument("--lock", default="", help="a file: time under its lock (processes side by side)")
+    parser.add_argument("--k-loop", type=int, default=0, metavar="DEPTH",
+                        help="time a batched K loop of this depth (a multiple of each case's k) in place of the "
+                             "repeated multiply, Numba against C++ (no nvmath)")
     args = parser.parse_args()
     if args.repeats % 4:
         parser.error("--repeats must be a multiple of 4 (four multiplies a loop iteration)")
@@ -187,8 +230,11 @@ def main() -> None:
             continue
         desc = Size(*size) + Precision(pa, pa, pc) + Arrangement(*ARRANGEMENT) + SM(sm) + Block()
         made = None
+        depth = args.k_loop
+        if depth and depth % size[2]:
+            parser.error(f"--k-loop {depth} is not a multiple of {name}'s k")
         try:  # nvmath's kernel first: with --block nvmath its suggested block is blasdx's too
-            made = None if pa in ("bfloat16", "float8_e4m3") else nvmath_kernel(cuda, size, pa, pc)
+            made = None if pa in ("bfloat16", "float8_e4m3") or depth else nvmath_kernel(cuda, size, pa, pc)
         except Exception as exc:  # noqa: BLE001 - a peer that fails on a case leaves its column empty
             print(f"# nvmath {name}: {type(exc).__name__}: {str(exc)[:200]}")
         if made is not None and args.block == "nvmath":
@@ -197,18 +243,20 @@ def main() -> None:
             except DescriptorError as exc:
                 print(f"# {name}: blasdx keeps its own block ({exc})")
         m, n, k = size
-        flops = 2.0 * m * n * k * reps * grid
+        # the repeated multiply, or (--k-loop) each block's item through the K loop; `count` the kernels' int
+        count, items = (depth, grid) if depth else (reps, 1)
+        flops = 2.0 * m * n * (depth if depth else k * reps) * grid
         rng = np.random.default_rng(0)
-        a = cp.asarray(rng.integers(0, 2, m * k).astype(NUMPY[pa]))
-        b = cp.asarray(rng.integers(0, 2, k * n).astype(NUMPY[pa]))
-        c_numba, c_cpp, c_nvmath = (cp.zeros(m * n, NUMPY[pc]) for _ in range(3))
+        a = cp.asarray(rng.integers(0, 2, items * m * (depth or k)).astype(NUMPY[pa]))
+        b = cp.asarray(rng.integers(0, 2, items * (depth or k) * n).astype(NUMPY[pa]))
+        c_numba, c_cpp, c_nvmath = (cp.zeros(items * m * n, NUMPY[pc]) for _ in range(3))
         g = blasdx.numba.device_api(desc)
-        kernel = numba_kernel(cuda, g)
-        # reps as an int32, as the twin's int: a 32-bit loop counter in both (a Python int is an int64 to Numba)
+        kernel = numba_k_loop_kernel(cuda, g) if depth else numba_kernel(cuda, g)
+        # the count as an int32, as the twin's int: a 32-bit loop counter in both (a Python int is an int64 to Numba)
         configured = kernel[grid, g.block_dim, 0, g.shared_memory_size_ab]
         devices = [cuda.as_cuda_array(x) for x in (a, b, c_numba)]  # Numba's own arrays: no import a launch
-        twin = compile_kernel(desc.device_source("gemm") + CPP, "repeat")
-        cpp_launch = partial(twin, (grid,), g.block_dim, (a, b, c_cpp, np.int32(reps)),
+        twin = compile_kernel(desc.device_source("gemm") + (K_LOOP_CPP if depth else CPP), "k_loop" if depth else "repeat")
+        cpp_launch = partial(twin, (grid,), g.block_dim, (a, b, c_cpp, np.int32(count)),
                              shared_mem=g.shared_memory_size_ab)
         if made is not None:
             nv_kernel, block_dim, shared = made
@@ -223,7 +271,7 @@ def main() -> None:
                 fcntl.flock(held, fcntl.LOCK_EX)
             # ROUNDS rounds alternating the kernels, medians of the rounds' medians: a round's clocks (the card's
             # power limit under FP8) apply to all kernels alike
-            launches = {"numba": partial(configured, *devices, np.int32(reps)), "cupy": cpp_launch}
+            launches = {"numba": partial(configured, *devices, np.int32(count)), "cupy": cpp_launch}
             if made is not None:
                 launches["nvmath"] = partial(nv_configured, *nv_args, np.int32(reps))
             measured: dict[str, list[tuple[float, float, float]]] = {kernel_name: [] for kernel_name in launches}
@@ -234,7 +282,7 @@ def main() -> None:
             cpp_ms, cpp_us = (statistics.median(x[j] for x in measured["cupy"]) for j in range(2))
             if made is not None:
                 nv_ms = statistics.median(x[0] for x in measured["nvmath"])
-            numba_idle_ms, numba_cai_us, _ = timed(cp, partial(configured, a, b, c_numba, np.int32(reps)))
+            numba_idle_ms, numba_cai_us, _ = timed(cp, partial(configured, a, b, c_numba, np.int32(count)))
             cpp_idle_ms = timed(cp, cpp_launch)[0]
         same = bool(cp.array_equal(c_numba.view(cp.uint8), c_cpp.view(cp.uint8)))
         numba_tf, cpp_tf = flops / numba_ms / 1e9, flops / cpp_ms / 1e9
@@ -251,7 +299,8 @@ def main() -> None:
                       next(iter(kernel.overloads.values())).regs_per_thread, twin.registers,
                       cpp_idle_ms / numba_idle_ms, numba_us, numba_cai_us, cpp_us))
     report(rows)
-    print(f"\nblock GEMM alone, {reps} multiplies, grid {grid}, SM {sm} descriptors (TFLOP/s; - where nvmath has none); "
+    what = f"a K loop {args.k_loop} deep, an item a block" if args.k_loop else f"block GEMM alone, {reps} multiplies"
+    print(f"\n{what}, grid {grid}, SM {sm} descriptors (TFLOP/s; - where nvmath has none); "
           f"the kernel's time (behind a spin); 'with launch': numba/cupy as events around a launch on an idle GPU time it, "
           f"CuPy arrays to Numba; host us a launch: Numba with its own arrays, with CuPy's, the twin")
     print(f"{'case, threads blasdx/nvmath':30s} {'numba':>8s} {'cupy':>8s} {'nvmath':>8s} {'numba/cupy':>10s} "
