@@ -116,14 +116,14 @@ struct unit_scale {
   __device__ __forceinline__ float a_of(int /* row */) const { return 1.0f; }
   float b = 1.0f;
 };
-// ... and of every K tile of a K loop (the grid kernel's mainloop_range and consume_range take one
-// scale a K tile: scales(kt)).
 // The factors of one K tile's partial sums of a thread's two rows (r and r + 8 of its warp's 16) in the promoted K
 // loop: A's of each row and B's (b before the tile's column b_split, b_next from it, where S::by_columns).
 struct row_factors {
   float a_low, a_high, b, b_next;
   int b_split;
 };
+// unit_scale for every K tile of a K loop (the grid kernel's mainloop_range and consume_range take one
+// scale a K tile: scales(kt)).
 struct unit_scales {
   __device__ __forceinline__ unit_scale operator()(int /* kt */) const { return {}; }
   // A K loop's cursor over them (Scales::rows_from(kt, r): read() a K tile's factors, step() to the next): all 1.
