@@ -65,8 +65,8 @@ BUILTINS: dict[str, Hook] = {h.name: h for h in (
     Hook("conj", "blasdx::conj(x)"),
     Hook("relu", "(x > T(0) ? x : T(0))", real_only=True),
     Hook("gelu", "blasdx::gelu(x)", real_only=True, float_only=True),  # x * Phi(x), the erf form
-    Hook("sigmoid", "T(1) / (T(1) + exp(-x))", real_only=True, float_only=True),
-    Hook("tanh", "tanh(x)", real_only=True, float_only=True),
+    Hook("sigmoid", "blasdx::sigmoid(x)", real_only=True, float_only=True),
+    Hook("tanh", "blasdx::tanh(x)", real_only=True, float_only=True),
     # Clamped to the finite range of the stored type; +-inf to +-max, NaN to +0 (WMMA's satf).
     Hook("satfinite", "blasdx::satfinite<S>(x)", float_only=True),
 )}
