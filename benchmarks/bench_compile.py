@@ -2,7 +2,12 @@
 a memory hit, for the kernels execute() runs: Block() descriptors of every precision family, and Grid()
 ones plain and fused (TMA and, where TMA runs, cp.async). The cache lives in a fresh directory.
 
-    python benchmarks/bench_compile.py [--kind block|grid|all]
+    python benchmarks/bench_compile.py [--kind block|grid|all|numba]
+
+--kind numba: a descriptor's first use from Numba (issue 50), for numba_block.py's cases: blasdx.numba.device_api()
+cold (render + NVRTC to LTO-IR) and from the disk cache in a fresh process; then, beside them, Numba's compile of
+that harness's kernel of multiplies and nvJitLink's link of it with blasdx's LTO-IR (LTO, to a cubin for SM 900).
+Needs numba-cuda and cuda.core, no GPU.
 """
 
 from __future__ import annotations
@@ -91,13 +96,79 @@ def disk_hits(kind: str) -> None:
                       "cupy imported": "cupy" in sys.modules}))
 
 
+def numba_descriptors() -> list[tuple[str, object]]:
+    from numba_block import ARRANGEMENT, CASES
+    return [(name, Size(*size) + Precision(pa, pa, pc) + Arrangement(*ARRANGEMENT) + SM(900) + Block())
+            for name, size, pa, pc in CASES]
+
+
+def numba_disk_hits() -> None:
+    """In a fresh process (Numba imported first: its import is not blasdx's time): device_api() of every case,
+    each a disk hit, as JSON."""
+    import numba.cuda  # noqa: F401
+
+    import blasdx.numba
+    times = {}
+    for name, desc in numba_descriptors():
+        times[name] = seconds(lambda desc=desc: blasdx.numba.device_api(desc, arch=900))
+    print(json.dumps(times))
+
+
+def numba_first_use() -> None:
+    import warnings
+
+    import numpy as np
+    from cuda import core
+    from numba import cuda, typeof
+    from numba.core import types
+    from numba_block import CASES, NUMPY, numba_kernel
+
+    import blasdx.numba
+    precision = {name: (pa, pc) for name, _, pa, pc in CASES}
+    warm_up = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900)
+    (warm_up + Block()).compile(arch=900)  # NVRTC's first program loads the library
+    rows = []
+    for name, desc in numba_descriptors():
+        cold = seconds(lambda desc=desc: blasdx.numba.device_api(desc, arch=900))
+        g = blasdx.numba.device_api(desc, arch=900)
+        pa, pc = precision[name]
+        array = lambda dtype: typeof(np.empty(1, dtype))  # noqa: E731
+        signature = (array(NUMPY[pa]), array(NUMPY[pa]), array(NUMPY[pc]), types.int32)
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Numba's performance warnings on a CPU compile
+            codes, _ = cuda.compile_all(numba_kernel(cuda, g).py_func, signature, device=False, cc=(9, 0, "a"),
+                                        output="ltoir", abi="numba")
+        numba_s = time.perf_counter() - start
+        objects = [c if isinstance(c, core.ObjectCode) else core.ObjectCode.from_ltoir(getattr(c, "data", c)) for c in codes]
+        start = time.perf_counter()
+        core.Linker(*objects, options=core.LinkerOptions(arch="sm_90a", link_time_optimization=True)).link("cubin")
+        rows.append((name, cold, numba_s, time.perf_counter() - start))
+        print(f"{name:24s} device_api cold {cold:5.2f} s, Numba's compile {numba_s:5.2f} s, link {rows[-1][3]:5.2f} s",
+              flush=True)
+    done = subprocess.run([sys.executable, __file__, "--kind", "numba", "--disk-hits"], capture_output=True, text=True,
+                          check=True)
+    hits = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"\nNVRTC {'.'.join(map(str, blasdx.compiler.nvrtc_version()))}, {os.cpu_count()} cores, sm_90a; seconds")
+    print(f"{'case':24s} {'device_api cold':>15s} {'disk hit':>9s} {'link':>6s} {'Numba':>6s}")
+    for name, cold, numba_s, link_s in rows:
+        print(f"{name:24s} {cold:15.3f} {hits[name]:9.3f} {link_s:6.3f} {numba_s:6.3f}")
+    report([*((f"numba cold {r[0]}", r[1], "s") for r in rows), *((f"numba disk hit {n}", s, "s") for n, s in hits.items()),
+            *((f"numba link {r[0]}", r[3], "s") for r in rows)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kind", choices=("block", "grid", "all"), default="all")
+    parser.add_argument("--kind", choices=("block", "grid", "all", "numba"), default="all")
     parser.add_argument("--disk-hits", action="store_true", help=argparse.SUPPRESS)  # the fresh process's part
     args = parser.parse_args()
     if args.disk_hits:
-        return disk_hits(args.kind)
+        return numba_disk_hits() if args.kind == "numba" else disk_hits(args.kind)
+    if args.kind == "numba":
+        with tempfile.TemporaryDirectory(prefix="blasdx-compile-") as cache:
+            os.environ["BLASDX_CACHE_DIR"] = cache
+            os.environ.pop("BLASDX_DISABLE_DISK_CACHE", None)
+            return numba_first_use()
     with tempfile.TemporaryDirectory(prefix="blasdx-compile-") as cache:
         os.environ["BLASDX_CACHE_DIR"] = cache
         os.environ.pop("BLASDX_DISABLE_DISK_CACHE", None)
