@@ -64,9 +64,9 @@ BUILTINS: dict[str, Hook] = {h.name: h for h in (
     Hook("negate", "-x"),
     Hook("conj", "blasdx::conj(x)"),
     Hook("relu", "(x > T(0) ? x : T(0))", real_only=True),
-    Hook("gelu", "blasdx::gelu(x)", real_only=True, float_only=True),  # x * Phi(x), the erf form
-    Hook("sigmoid", "blasdx::sigmoid(x)", real_only=True, float_only=True),
-    Hook("tanh", "blasdx::tanh(x)", real_only=True, float_only=True),
+    Hook("gelu", "blasdx_activations::gelu(x)", real_only=True, float_only=True),  # x * Phi(x), the erf form
+    Hook("sigmoid", "blasdx_activations::sigmoid(x)", real_only=True, float_only=True),
+    Hook("tanh", "blasdx_activations::tanh(x)", real_only=True, float_only=True),
     # Clamped to the finite range of the stored type; +-inf to +-max, NaN to +0 (WMMA's satf).
     Hook("satfinite", "blasdx::satfinite<S>(x)", float_only=True),
 )}

@@ -198,14 +198,21 @@ __device__ __forceinline__ float gelu(float x) {
   const float lower = t * power;  // Phi(-|x|)
   return x * (x < 0.0f ? lower : 1.0f - lower);
 }
-// In double gelu, sigmoid and tanh are called, not inlined: a thread's tile holds up to 64 values, whose 64 inlined
-// copies of erfc, exp or tanh took ptxas seconds (and spilled more).
-static __device__ __noinline__ double gelu(double x) { return 0.5 * x * erfc(x * -0.70710678118654752440); }
+__device__ __forceinline__ double gelu(double x) { return 0.5 * x * erfc(x * -0.70710678118654752440); }
 template <class T> __device__ __forceinline__ T gelu(const T& x) { return static_cast<T>(gelu(static_cast<float>(x))); }
-static __device__ __noinline__ double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
 template <class T> __device__ __forceinline__ T sigmoid(const T& x) { return T(1) / (T(1) + exp(-x)); }
-static __device__ __noinline__ double tanh(double x) { return ::tanh(x); }
 template <class T> __device__ __forceinline__ T tanh(const T& x) { return ::tanh(x); }
+// The same, called rather than inlined in double (the hooks' blasdx_activations in Grid() kernels): a grid tile's
+// thread holds up to 64 values, whose 64 inlined copies of erfc, exp or tanh took ptxas seconds and spilled more. A
+// block GEMM's kernels inline them: the call spilled the 32^3 float64 batched kernel under NVRTC 12.
+namespace called {
+static __device__ __noinline__ double gelu(double x) { return blasdx::gelu(x); }
+static __device__ __noinline__ double sigmoid(double x) { return blasdx::sigmoid(x); }
+static __device__ __noinline__ double tanh(double x) { return blasdx::tanh(x); }
+template <class T> __device__ __forceinline__ T gelu(const T& x) { return blasdx::gelu(x); }
+template <class T> __device__ __forceinline__ T sigmoid(const T& x) { return blasdx::sigmoid(x); }
+template <class T> __device__ __forceinline__ T tanh(const T& x) { return blasdx::tanh(x); }
+}  // namespace called
 
 // SiLU, x * sigmoid(x) = x / (1 + e^-x), the SwiGLU gate. In float by the fast exponential and divide (ex2.approx,
 // rcp.approx: a few ulp); -x past 126 / log2(e) gives the denominator over 2^126, where __fdividef returns 0 (the
