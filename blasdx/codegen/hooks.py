@@ -75,7 +75,7 @@ BUILTINS: dict[str, Hook] = {h.name: h for h in (
 # A gated epilogue (GLU: C's column j = act(gate j) * up j of the product's columns): the activation of the gate, as
 # C++ of x (type T, the scalar type). Where gate and up lie (GATE_LAYOUTS): "interleaved", the pair (2j, 2j + 1);
 # "split", weights kept as [gate | up] of n / 2 columns each, the pair (j, n / 2 + j).
-GATES = {"silu": "blasdx::silu(x)", "gelu": "blasdx::gelu(x)"}
+GATES = {"silu": "blasdx::silu(x)", "gelu": "blasdx_activations::gelu(x)"}
 GATE_LAYOUTS = {"interleaved": "gate j at the product's column 2j, up j at 2j + 1",
                 "split": "gate j at the product's column j, up j at n / 2 + j"}
 GATED: dict[str, Hook] = {h.name: h for h in (

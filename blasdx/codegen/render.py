@@ -278,7 +278,8 @@ def render_grid_kernel(plan: GridPlan, name: str, fusion: Fusion = NO_FUSION) ->
         ragged_k=getattr(plan, "ragged_k", False), max_groups=plan.max_groups, schedule_size=plan.schedule_size,
         tma_store=plan.tma_store,
         gate_split=plan.gate_split, **tma,
-        **fusion_context(ns, fusion, plan.kernel_parameters(fusion.bias, fusion.scaled), grid=True))
+        **fusion_context(ns, fusion, plan.kernel_parameters(fusion.bias, fusion.scaled), grid=True,
+                         called_activations=True))
 
 
 def _tma_context(operand: TmaOperand, origin: str, item: str, halves: bool = False) -> dict:
@@ -293,9 +294,11 @@ def _tma_context(operand: TmaOperand, origin: str, item: str, halves: bool = Fal
             "gate_origin": f"{origin} / 2", "up_origin": f"(problem_n / 2 + {origin} / 2)"}
 
 
-def fusion_context(ns: str, fusion: Fusion, parameters: tuple[KernelParameter, ...] = (), grid: bool = False) -> dict:
+def fusion_context(ns: str, fusion: Fusion, parameters: tuple[KernelParameter, ...] = (), grid: bool = False,
+                   called_activations: bool = False) -> dict:
     """What hooks.cuh.j2 prints of ``fusion``, and a kernel's parameter list of ``parameters`` (its plan's
-    kernel_parameters for the fusion's bias and scales)."""
+    kernel_parameters for the fusion's bias and scales). ``called_activations``: the built-in float64 activations
+    are called, not inlined (a grid tile's 64 values a thread: templates/common.cuh.j2)."""
     storage = {"a_load": f"{ns}::a_t", "b_load": f"{ns}::b_t", "c_load": f"{ns}::c_t",
                "c_store": f"{ns}::c_t"}
     unresolved = [slot for slot, hook in fusion.slots if hook.function is not None]
@@ -309,7 +312,7 @@ def fusion_context(ns: str, fusion: Fusion, parameters: tuple[KernelParameter, .
     return {"parameters": spelled, "fusion_identity": fusion.is_identity, "hooks": hooks,
             "declarations": declarations, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
-            "scale_block": PROMOTION_K, "grid": grid, "gate": fusion.gate, "gate_expression": GATES.get(fusion.gate, "")}
+            "scale_block": PROMOTION_K, "grid": grid, "called_activations": called_activations, "gate": fusion.gate, "gate_expression": GATES.get(fusion.gate, "")}
 
 
 def render_batched_kernel(plan: BatchedPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
@@ -363,5 +366,5 @@ def render_numba_unit(plan: NumbaPlan, ns: str, fusion: Fusion = NO_FUSION) -> s
         complex_scalar=tile.is_complex, a_layout=tile.a.layout, b_layout=tile.b.layout, a_pack=tile.a.pack,
         b_pack=tile.b.pack, max_groups=max_groups, schedule_size=schedule_size,
         partial_loads=tile.a.pack == 1 and tile.b.pack == 1, a_precision=tile.a.precision,
-        **fusion_context(ns, fusion))
+        **fusion_context(ns, fusion, called_activations=bool(tile_loop)))
 

@@ -30,6 +30,8 @@ from blasdx.compiler.nvrtc import nvrtc_compile, options_for
 from blasdx.kinds import aligned_plan, launched_plan
 from blasdx.pipeline import for_gate, kernel_source
 
+from ..support import ptx_of
+
 RCR = Arrangement("row_major", "col_major", "row_major")
 RRR = Arrangement("row_major", "row_major", "row_major")
 BF16 = Precision("bfloat16", "bfloat16", "bfloat16")
@@ -112,6 +114,17 @@ def test_a_gated_plan_writes_half_of_the_products_columns(desc, cols, ld):
 def test_a_plan_that_cannot_gate_refuses_before_any_compile(desc, match):
     with pytest.raises(ArgumentError, match=match):
         for_gate(desc.plan, _fusion("geglu_interleaved"))
+
+
+@pytest.mark.compile
+def test_a_float64_gelu_gate_is_called_as_the_grid_kernels_activations_are():
+    """The gelu gate of a float64 Grid() kernel is blasdx::called's (a grid tile's 64 values a thread: inlined,
+    its PTX grew 144 -> 214 KB), as the built-in float64 hooks (test_grid_kernel.py)."""
+    desc = Size(1024, 1024, 512) + Precision("float64") + RCR + SM(900) + Grid()
+    fusion = _fusion("geglu_interleaved", precisions=("float64",) * 3, scalar="float64")
+    plan = aligned_plan(for_gate(desc.plan, fusion), (16, 16, 16))
+    ptx = ptx_of(kernel_source(plan, fusion), plan.kernel_name)
+    assert re.search(r"^\.func .*blasdx6called4geluEd", ptx, re.M) and len(re.findall(r"\bcall\.uni\b", ptx)) >= 16
 
 
 @pytest.mark.compile

@@ -11,7 +11,19 @@ import re
 import pytest
 
 import blasdx
-from blasdx import SM, Arrangement, Block, Grid, LeadingDimension, MaxAlignment, Precision, Size, Type, compile_kernel
+from blasdx import (
+    SM,
+    Arrangement,
+    Block,
+    Grid,
+    Grouped,
+    LeadingDimension,
+    MaxAlignment,
+    Precision,
+    Size,
+    Type,
+    compile_kernel,
+)
 from blasdx.compiler import supported_archs
 
 from ..support import F16F32, RCR, arrangement_of, global_loads_between_stores, grid, ptx_of
@@ -91,6 +103,23 @@ def test_a_float64_activation_is_one_function_the_grid_epilogue_calls(activation
     plan = blasdx.plan.with_alignment(block.plan, (16, 16, 16))
     fusion = blasdx.pipeline.fusion(block, None, activation, None, None, None, None, True)
     assert "call.uni" not in ptx_of(blasdx.pipeline.kernel_source(plan, fusion), plan.kernel_name)
+
+
+def test_numba_units_of_grid_tiles_call_the_float64_activations_and_block_units_inline_them():
+    """blasdx.numba's units: a Grid() or Grouped() descriptor's (its tile loop's 64 values a thread) call the float64
+    activations, as the grid kernel does; a Block() descriptor's inline them, as its batched kernel does. (Grouped()
+    tiles are wgmma's: no float64; the unit's alias is its kind's all the same.)"""
+    from blasdx.codegen.render import render_numba_unit
+
+    def alias(execution, size=(256, 256, 64), precision="float64"):
+        desc = Size(*size) + Precision(precision) + RCR + SM(900) + execution
+        fusion = blasdx.pipeline.fusion(desc, None, "gelu", None, None, None, None, False)
+        found = re.findall(r"namespace blasdx_activations = ([\w:]+);", render_numba_unit(desc.plan, "unit", fusion))
+        assert len(found) == 1, found
+        return found[0]
+
+    assert alias(Grid()) == alias(Grouped(), precision="bfloat16") == "blasdx::called"
+    assert alias(Block(), (32, 32, 32)) == "blasdx"
 
 
 @pytest.mark.compile

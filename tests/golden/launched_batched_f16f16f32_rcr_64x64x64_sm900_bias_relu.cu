@@ -1096,7 +1096,8 @@ __device__ __forceinline__ void store(const accumulator& acc, c_t* c, long long 
 }  // namespace blasdx_block_gemm
 
 // Element-wise hooks fused into this kernel (x has type T; S is the stored element type). The built-in gelu, sigmoid
-// and tanh are blasdx_activations': in double, called in Grid() kernels, inlined in the others (common.cuh.j2).
+// and tanh (and the gelu gate) are blasdx_activations': in double, called in the kernels of Grid() and Grouped()
+// tiles, inlined in the others (templates/common.cuh.j2).
 namespace blasdx_activations = blasdx;
 using a_load_op = blasdx::identity;
 using b_load_op = blasdx::identity;
