@@ -226,7 +226,7 @@ def render_grid_block(plan: GridPlan, name: str, own_kernel: bool = False) -> st
         stages=plan.stages, tiles_m=plan.tiles_m, tiles_n=plan.tiles_n, k_tiles=plan.k_tiles, group_m=plan.group_m,
         swizzled=tile.a.swizzle > 0, overlapped=_overlapped(plan), split_k=plan.split_k,
         paired_store=tile.instruction.is_mma, fma_c_read_ahead=plan.fma_c_read_ahead,
-        quads_c_read_ahead=plan.quads_c_read_ahead,
+        quads_c_read_ahead=plan.quads_c_read_ahead, short_quads_epilogue=plan.short_quads_epilogue,
         copies_between_steps=plan.copies_between_steps, promote_k=tile.promote_k)
     return render_block(tile, name, own_kernel, plan.fma_pipelined) + "\n" + grid
 

@@ -237,6 +237,13 @@ class GridPlan:
         return self.tma or self.launch_registers > 128
 
     @property
+    def short_quads_epilogue(self) -> bool:
+        """Whether plain whole tiles of 16-bit C (no hooks, beta 0) take the quads' short epilogue
+        (store_whole_tile_quads): the TMA kernels, where it measured faster (benchmarks/RESULTS.md, Grid against
+        cuBLAS); the cp.async kernels keep one copy (a second spilled there)."""
+        return self.tma
+
+    @property
     def fma_pipelined(self) -> bool:
         """Whether the tile's vector FMA loop (float32 micro-tiles read 16 bytes at a time) loads the next four
         steps of k while it multiplies: A row-major (a load holds four steps of a row), one block an SM (on two

@@ -166,16 +166,20 @@ def test_the_cp_async_kernels_16_bit_epilogue_reads_each_quad_just_before_its_wr
 @pytest.mark.compile
 def test_a_plain_16_bit_kernel_has_a_short_epilogue_for_whole_tiles():
     """Plain 16-bit TMA kernels (no hooks) write whole tiles at beta 0 by a second, short copy of the quads' epilogue
-    (store_whole_tile_quads: 1.02-1.22x on the H200, most at shallow K); kernels with hooks keep one copy (compile
-    time), and so do the cp.async kernels of 128 registers (spills)."""
+    (store_whole_tile_quads, GridPlan.short_quads_epilogue: 1.02-1.22x on the H200, most at shallow K); kernels with
+    hooks keep one copy (compile time), and so do the cp.async kernels, SM 900's of 128 registers and SM 800's
+    (the copy spilled there)."""
     desc = Size(4096, 4096, 4096) + Precision("bfloat16") + RCR + SM(900) + Grid()
     stores = {}
-    for name, alignment, epilogue in (("plain", 16, None), ("relu", 16, "relu"), ("cp.async", 8, None)):
-        plan = blasdx.plan.grid_with_alignment(desc.plan, (alignment,) * 3)
-        fusion = blasdx.pipeline.fusion(desc, None, epilogue, None, None, None, None, False)
-        ptx = ptx_of(blasdx.pipeline.kernel_source(plan, fusion), plan.kernel_name)
+    for name, d, alignment, epilogue in (("plain", desc, 16, None), ("relu", desc, 16, "relu"), ("cp.async", desc, 8, None),
+                                         ("sm800", desc.replace(SM(800)), 16, None)):
+        plan = blasdx.plan.grid_with_alignment(d.plan, (alignment,) * 3)
+        assert plan.short_quads_epilogue == (name in ("plain", "relu")), name
+        fusion = blasdx.pipeline.fusion(d, None, epilogue, None, None, None, None, False)
+        ptx = ptx_of(blasdx.pipeline.kernel_source(plan, fusion), plan.kernel_name, arch=d.sm)
         stores[name] = len(re.findall(r"st\.global\.v2\.b32", ptx))
-    assert stores["relu"] > 0 and stores["plain"] == 2 * stores["relu"] and stores["cp.async"] == stores["relu"], stores
+    assert stores["relu"] > 0 and stores["plain"] == 2 * stores["relu"], stores
+    assert stores["cp.async"] == stores["sm800"] == stores["relu"], stores
 
 
 @pytest.mark.compile

@@ -1263,6 +1263,8 @@ __device__ __forceinline__ T load_from_l2(const T* p) {
 
 // Whether the quads' epilogue reads C a group ahead (GridPlan.quads_c_read_ahead), else each quad just before it is written.
 constexpr bool quads_read_ahead = true;
+// Whether plain whole tiles take the short epilogue below (GridPlan.short_quads_epilogue).
+constexpr bool short_quads_epilogue = true;
 
 // A lane's quad's columns (col, col + 1 of instruction tile j and of j + 1), each the nearest inside C.
 __device__ __forceinline__ void nearest_quad_columns(int col, int cols, int (&cc)[4]) {
@@ -1324,9 +1326,8 @@ __device__ __forceinline__ void store_tile_quads(const accumulator& acc, const w
                      (reinterpret_cast<unsigned long long>(c_tile) & (4 * sizeof(c_t) - 1)) == 0;
   const bool odd = w.t & 1;
   const bool reads_c = !blasdx::is_zero(beta);
-  // A second copy of the epilogue where it is short (no hooks), and registers are plenty: in the cp.async kernels of
-  // 128 registers a thread (those that read quads one at a time) it took the spills 44 -> 90 bytes.
-  if constexpr (blasdx::is_same<CStore, blasdx::identity>::value && quads_read_ahead) {
+  // A second copy of the epilogue where it is short (no hooks) and measured (short_quads_epilogue).
+  if constexpr (blasdx::is_same<CStore, blasdx::identity>::value && short_quads_epilogue) {
     if (whole && !reads_c && !blasdx::is_zero(alpha)) return store_whole_tile_quads(acc, w, c_tile, alpha);
   }
 #pragma unroll
