@@ -202,9 +202,10 @@ __device__ __forceinline__ double gelu(double x) { return 0.5 * x * erfc(x * -0.
 template <class T> __device__ __forceinline__ T gelu(const T& x) { return static_cast<T>(gelu(static_cast<float>(x))); }
 template <class T> __device__ __forceinline__ T sigmoid(const T& x) { return T(1) / (T(1) + exp(-x)); }
 template <class T> __device__ __forceinline__ T tanh(const T& x) { return ::tanh(x); }
-// The same, called rather than inlined in double (the hooks' blasdx_activations in Grid() kernels): a grid tile's
-// thread holds up to 64 values, whose 64 inlined copies of erfc, exp or tanh took ptxas seconds and spilled more. A
-// block GEMM's kernels inline them: the call spilled the 32^3 float64 batched kernel under NVRTC 12.
+// The same, called rather than inlined in double (the hooks' blasdx_activations in the kernels and Numba units of
+// Grid() and Grouped() tiles): a grid tile's thread holds up to 64 values, whose 64 inlined copies of erfc, exp or
+// tanh took ptxas seconds and spilled more. A block GEMM's kernels inline them: the call spilled the 32^3 float64
+// batched kernel under NVRTC 12.
 namespace called {
 static __device__ __noinline__ double gelu(double x) { return blasdx::gelu(x); }
 static __device__ __noinline__ double sigmoid(double x) { return blasdx::sigmoid(x); }

@@ -1312,8 +1312,8 @@ __device__ __forceinline__ void store_whole_tile_quads(const accumulator& acc, c
   }
 }
 
-// 16-bit row-major C (its tiles, hooks or not, all come here but the plain whole tiles above): where a tile lies wholly inside C
-// and C is aligned to four elements, each lane writes four neighbours (neighbour_quad); other
+// 16-bit row-major C (its tiles, hooks or not, all come here, but the plain whole tiles above): where a tile lies
+// wholly inside C and C is aligned to four elements, each lane writes four neighbours (neighbour_quad); other
 // tiles write pairs as before. Every value is computed, those outside the problem at the nearest
 // element inside it (so that hooks and the bias read only C's own), and only the stores test the
 // bounds: one copy of the epilogue for all tiles, as compile time wants; four neighbours a store
