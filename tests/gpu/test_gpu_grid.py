@@ -319,18 +319,20 @@ SPLIT_K = [  # precisions, complex, size, batch, hooks
     (("float32",) * 3, True, (30, 40, 3000), None, {}),
     (("int8", "int8", "int32"), False, (64, 64, 4096), None, {}),
     (("bfloat16",) * 3, False, (100, 100, 5000), 2, {}),
+    (("bfloat16",) * 3, False, (256, 256, 8192), None, {}),  # whole tiles: at beta 0 the quads' short epilogue
 ]
 
 
-@pytest.mark.parametrize("case", SPLIT_K, ids=["f16f32", "f64-batched", "cf32", "i8", "bf16-batched"])
-def test_split_k_where_tiles_are_few(case):
+@pytest.mark.parametrize("alpha, beta", [(2, -1), (3, 0)])
+@pytest.mark.parametrize("case", SPLIT_K, ids=["f16f32", "f64-batched", "cf32", "i8", "bf16-batched", "bf16-whole"])
+def test_split_k_where_tiles_are_few(case, alpha, beta):
     """Problems with fewer tiles than the GPU runs blocks at once split each tile's K loop;
-    alpha and beta (C read once) and the sum of the parts come out right, integers exactly."""
+    alpha and beta (C read once, or not at beta 0) and the sum of the parts come out right, integers exactly."""
     import blasdx.pipeline
 
     prec, complex_, size, batch, _ = case
     desc = grid(prec, "rcr", size, 900, complex_)
-    run_and_check(desc, np.random.default_rng(9), batch=batch, alpha=2, beta=-1)
+    run_and_check(desc, np.random.default_rng(9), batch=batch, alpha=alpha, beta=beta)
     splits = [bound.splits for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
               if bound.kernel.plan.execution == "grid" and (bound.kernel.plan.m, bound.kernel.plan.k) == size[::2]]
     assert splits and max(splits) > 1, "split-K did not run"
@@ -531,11 +533,12 @@ def test_rows_on_any_byte_boundary(prec, arr):
 @pytest.mark.parametrize("extra", [(), (Tile(128, 256, 64), BlockDim(256)), (Tile(64, 128, 64), BlockDim(128))],
                          ids=["suggested", "128x256", "64x128"])
 @pytest.mark.parametrize("prec", [("float16",) * 3, ("bfloat16",) * 3], ids=["f16", "bf16"])
-@pytest.mark.parametrize("alpha, beta", [(1, 0), (2, -1)])
+@pytest.mark.parametrize("alpha, beta", [(1, 0), (0.5, 0), (2, -1)])
 def test_16_bit_c_in_quads_of_whole_tiles(prec, extra, alpha, beta):
     """Whole tiles of 16-bit row-major C, aligned to four elements, are written four neighbours a
-    lane (lanes swap pairs); the edge tiles of the same problem and a C of odd leading dimension
-    keep the pairs. Padding of C stays untouched."""
+    lane (lanes swap pairs; at beta 0 and alpha not 0 by the short epilogue of the TMA kernels); the
+    edge tiles of the same problem and a C of odd leading dimension keep the pairs. Padding of C
+    stays untouched."""
     desc = grid(prec, "rcr", (520, 264, 96), 900, False, *extra)  # whole tiles and edges in m and n
     run_and_check(desc + LeadingDimension(96, 96, 268), np.random.default_rng(16), batch=2, alpha=alpha, beta=beta,
                   lds={"c": 268})
