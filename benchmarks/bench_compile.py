@@ -121,19 +121,21 @@ def numba_first_use() -> None:
     from cuda import core
     from numba import cuda, typeof
     from numba.core import types
-    from numba_block import CASES, NUMPY, numba_kernel
+    from numba_block import NUMPY, numba_kernel
 
     import blasdx.numba
-    precision = {name: (pa, pc) for name, _, pa, pc in CASES}
+
+    def array(precision: str):  # Numba's type of a 1-D array of the precision's NumPy type
+        return typeof(np.empty(1, NUMPY[precision]))
+
     warm_up = Size(64, 64, 64) + Precision("float16") + Arrangement("row_major", "col_major", "row_major") + SM(900)
     (warm_up + Block()).compile(arch=900)  # NVRTC's first program loads the library
     rows = []
     for name, desc in numba_descriptors():
-        cold = seconds(lambda desc=desc: blasdx.numba.device_api(desc, arch=900))
+        start = time.perf_counter()
         g = blasdx.numba.device_api(desc, arch=900)
-        pa, pc = precision[name]
-        array = lambda dtype: typeof(np.empty(1, dtype))  # noqa: E731
-        signature = (array(NUMPY[pa]), array(NUMPY[pa]), array(NUMPY[pc]), types.int32)
+        cold = time.perf_counter() - start
+        signature = (array(desc.precision.a), array(desc.precision.b), array(desc.precision.c), types.int32)
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Numba's performance warnings on a CPU compile

@@ -312,7 +312,8 @@ def fusion_context(ns: str, fusion: Fusion, parameters: tuple[KernelParameter, .
     return {"parameters": spelled, "fusion_identity": fusion.is_identity, "hooks": hooks,
             "declarations": declarations, "bias": fusion.bias,
             "bias_rows_alike": fusion.bias_rows_alike, "scale_a": fusion.scale_a, "scale_b": fusion.scale_b,
-            "scale_block": PROMOTION_K, "grid": grid, "called_activations": called_activations, "gate": fusion.gate, "gate_expression": GATES.get(fusion.gate, "")}
+            "scale_block": PROMOTION_K, "grid": grid, "called_activations": called_activations, "gate": fusion.gate,
+            "gate_expression": GATES.get(fusion.gate, "")}
 
 
 def render_batched_kernel(plan: BatchedPlan, name: str, fusion: Fusion = NO_FUSION) -> str:
