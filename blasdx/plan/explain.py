@@ -285,7 +285,7 @@ def _split_k_line(desc: Descriptor, p: GridPlan) -> str:
                    f"wave's K loops split from k = {SPLIT_TAIL_MIN_K}")
         return f"split-K: none ({why})"
     few = (f"where a call has fewer tiles than the GPU runs blocks at once (a batch item fewer than "
-           f"{GRID_MIN_TILES}), each tile's K loop splits into enough parts to fill it; elsewhere " if p.tiles < GRID_MIN_TILES
+           f"{GRID_MIN_TILES}), each tile's K loop splits into as many parts as fill it in one round; elsewhere " if p.tiles < GRID_MIN_TILES
            else "")
     return (f"split-K: {few}the call's tiles (of every batch item) run in whole waves of as many as the GPU runs at "
             f"once, and the K loops of the rest, which would leave SMs idle, split into the parts that end the last "

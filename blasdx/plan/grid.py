@@ -500,7 +500,8 @@ class GridPlan:
         """How many parts the K loops of the call's last split_units tiles (of ``tiles``, of every batch item) split
         into (split-K), each part at least MIN_SPLIT_K_TILES K tiles deep, at most MAX_SPLITS; 1 without split-K's
         code, or where splitting gains nothing. A batch item of fewer than GRID_MIN_TILES tiles, and fewer in the
-        call than the GPU runs at once: all of them split, into enough parts to fill it. Elsewhere, K at least
+        call than the GPU runs at once: all of them split, into as many parts as the GPU runs at once (one part more
+        would leave a second round of parts, a part's time more). Elsewhere, K at least
         SPLIT_TAIL_MIN_K deep: the whole waves run first, then the rest, which would leave SMs idle, in the parts
         that end the last wave soonest (SPLIT_PART_K), all at once (a second round of parts lost 2-3%)."""
         if not self.split_k:
@@ -508,7 +509,7 @@ class GridPlan:
         units, at_once = self._units(tiles, resident_blocks)
         most = max(1, min(self.k_tiles // MIN_SPLIT_K_TILES, MAX_SPLITS))
         if self._all_split(units, at_once):
-            return min(-(-at_once // units), most)
+            return min(at_once // units, most)
         if self.k < SPLIT_TAIL_MIN_K:  # (few tiles a batch item, K shallower, and a batch that fills the GPU)
             return 1
         wave = self._wave(at_once)

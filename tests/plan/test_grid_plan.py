@@ -321,9 +321,12 @@ def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():
     few = grid(size=(256, 256, 16384))
     part = few.plan.tile.accumulator_size * 128 * 4
     assert few.plan.split_k and "combine_splits" in few.source
-    assert few.plan.splits(16, 132) == 9 and few.plan.split_units(16, 132, 9) == 16  # every tile, enough to fill the GPU
-    assert few.plan.workspace_bytes(16, 132, 9) == 256 + 16 * 9 * part
-    assert few.plan.workspace_counter_bytes(16, 132, 9) == 256  # the counters alone are zeroed before a launch
+    # every tile, in as many parts as fill the GPU without a second round: 8 x 16 = 128 parts on 132 blocks (9 would
+    # leave 12 parts for a second round, the call 2/9 of a tile's time against 1/8)
+    assert few.plan.splits(16, 132) == 8 and few.plan.split_units(16, 132, 8) == 16
+    assert few.plan.splits(16, 264) == 16 and few.plan.splits(40, 132) == 3 and few.plan.splits(60, 132) == 2
+    assert few.plan.workspace_bytes(16, 132, 8) == 256 + 16 * 8 * part
+    assert few.plan.workspace_counter_bytes(16, 132, 8) == 256  # the counters alone are zeroed before a launch
     # a batch of 9: a wave of 132 tiles, then the last 12 in 6 parts (1/6 + 6 x 400/16384 of a tile's time)
     assert few.plan.splits(16 * 9, 132) == 6 and few.plan.split_units(16 * 9, 132, 6) == 12
     assert few.plan.blocks(9, 132, 6) == 132 and few.plan.workspace_bytes(16 * 9, 132, 6) == 256 + 12 * 6 * part
@@ -345,8 +348,8 @@ def test_explain_says_whether_and_how_k_loops_split():
     assert line((64, 64, 256)) == "split-K: none (a K loop of 4 steps, fewer than 8)"
     assert line((16384, 16384, 8192)) == "split-K: none (8192 tiles a batch item, 1024 or more)"
     deep, few = line((3072, 3072, 8192)), line((256, 256, 16384))
-    assert "split into the parts that end the last wave soonest" in deep and "enough parts to fill it" not in deep
-    assert "each tile's K loop splits into enough parts to fill it" in few
+    assert "split into the parts that end the last wave soonest" in deep and "parts as fill it" not in deep
+    assert "each tile's K loop splits into as many parts as fill it in one round" in few
 
 
 def test_the_last_wave_splits_into_the_parts_that_end_it_soonest():
