@@ -670,6 +670,15 @@ def stores_c_by_tma(tile: TilePlan, c: MatrixPlan, sm: int, is_complex: bool) ->
             and c.ld * c.element_size % 16 == 0 and c.inner * c.element_size % 16 == 0)
 
 
+def deep_k_one_round(tile: TilePlan, tiles: int, k: int) -> bool:
+    """Whether a wgmma tile (partial sums not promoted) of a problem of ``tiles`` tiles, at least GRID_MIN_TILES (fewer
+    split their K loops over every SM) and fewer than a wave, runs K loops of SPLIT_TAIL_MIN_K or deeper, one block an
+    SM: there as many stages as fit outran four by 4-17% (64 x 128 tiles at k = 8192-16384; none at k = 4096:
+    benchmarks/RESULTS.md, Grid against cuBLAS)."""
+    return (tile.instruction.is_wgmma and not tile.promote_k and GRID_MIN_TILES <= tiles < 2 * GRID_MIN_TILES
+            and k >= SPLIT_TAIL_MIN_K)
+
+
 def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: int) -> bool:
     """Whether the cp.async grid kernel of a float32 FMA tile (real or complex) asks for two blocks an SM (launch
     bounds halving the registers): where tuning says (SM 900), B is row-major or values complex, and C has at least
@@ -710,9 +719,10 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
                and k_tiles >= 2 * MIN_SPLIT_K_TILES and "BatchInvariant" not in desc.operator_map)
     if given is None and fma_blocks_share_sm(tile, problem["b"].layout, desc.is_complex, tiles):
         stages = min(MAX_SUGGESTED_STAGES_TWO_BLOCKS, suggested_stages(stage_bytes, k_tiles, desc.sm, blocks_per_sm=2))
-    if given is None and "BatchInvariant" in desc.operator_map and tiles < 2 * GRID_MIN_TILES:
+    if given is None and tiles < 2 * GRID_MIN_TILES and (
+            "BatchInvariant" in desc.operator_map or deep_k_one_round(tile, tiles, desc.size.k)):
         # fewer tiles than SMs and no split-K to add blocks: each block's K loop is the call's time, and deeper
-        # stages keep more of it in flight (benchmarks/RESULTS.md, Batch invariance)
+        # stages keep more of it in flight (benchmarks/RESULTS.md, Batch invariance; Grid against cuBLAS)
         stages = max(stages, min(MAX_STAGES, k_tiles, (limit - reserved) // stage_bytes))
     plan = GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,

@@ -358,6 +358,24 @@ def test_the_last_wave_of_deep_k_splits(batch):
     assert max(b.splits for b in launched) > 1 and 0 < max(b.split_units for b in launched) < clusters  # a tail
 
 
+@pytest.mark.parametrize("prec, size", [(("bfloat16", "bfloat16", "bfloat16"), (1024, 1024, 8192)),
+                                         (("float16", "float16", "float32"), (1000, 1000, 8192)),
+                                         (("bfloat16", "bfloat16", "float32"), (1024, 2048, 8192))],
+                         ids=["64x128-bf16", "64x128-edges-f32", "128x128-f32"])
+def test_deep_k_on_fewer_tiles_than_a_wave_with_deep_stages(prec, size):
+    """deep_k_one_round's tiles (fewer than a wave, K 8192 deep) take as many stages as fit: alpha, beta and the
+    edge tiles come out right through the deeper ring of stages."""
+    import blasdx.pipeline
+
+    desc = grid(prec, "rcr", size, 900, False)
+    assert desc.plan.stages > 4
+    run_and_check(desc, np.random.default_rng(13), batch=None, alpha=0.5, beta=2)
+    launched = [bound for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
+                if bound.kernel.plan.execution == "grid" and (bound.kernel.plan.m, bound.kernel.plan.n,
+                                                              bound.kernel.plan.k) == size]
+    assert launched and all(b.kernel.plan.stages == desc.plan.stages and b.kernel.plan.tma for b in launched)
+
+
 def test_split_k_with_hooks_and_bias():
     import cupy
 

@@ -31,7 +31,7 @@ from blasdx import (
 from blasdx.arch import accepted_sms, shared_memory_limit
 from blasdx.describe.families import common
 from blasdx.errors import UnsupportedError
-from blasdx.plan.grid import SPLIT_PART_K
+from blasdx.plan.grid import SPLIT_PART_K, grid_with_alignment
 
 from ..support import F16F32, RCR, arrangement_of, grid
 
@@ -337,6 +337,21 @@ def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():
     assert not grid(size=(3072, 3072, 4096)).plan.split_k and grid(size=(3072, 3072, 8192)).plan.split_k
     shallow = grid(size=(256, 256, 2048)).plan  # few tiles, K under SPLIT_TAIL_MIN_K: a batch that fills the GPU whole
     assert shallow.split_k and shallow.splits(shallow.tiles * 17, 132) == 1
+
+
+def test_deep_k_loops_on_fewer_tiles_than_a_wave_take_as_many_stages_as_fit():
+    """Each block's K loop is the call's time there: more stages keep more of it in flight (one block an SM)."""
+    deep = grid(size=(1024, 1024, 8192)).plan  # 128 tiles of 64x128, 24 KiB a stage
+    assert (deep.tile.m, deep.tile.n, deep.tiles, deep.stages) == (64, 128, 128, 8)
+    assert grid_with_alignment(deep, (16, 16, 16)).blocks_per_sm == 1
+    assert "8 stages (suggested: as many as fit, up to 8, where 128 tiles (fewer than a wave) run K loops of k = 8192" in (
+        grid(size=(1024, 1024, 8192)).explain(width=0))
+    assert grid(size=(2048, 1024, 8192)).plan.stages == 6  # 128x128 tiles, a buffer of C's TMA stores beside them
+    assert grid(size=(1024, 1024, 4096)).plan.stages == 4  # shallower K: no gain measured
+    assert grid(size=(2560, 2560, 8192)).plan.stages == 4  # 200 tiles: more than a wave
+    assert grid(size=(256, 256, 16384)).plan.stages == 4  # 16 tiles: every K loop split over the SMs instead
+    assert grid(Stages(3), size=(1024, 1024, 8192)).plan.stages == 3  # given
+    assert grid(size=(1024, 1024, 8192), sm=800).plan.stages == 4  # mma.sync tiles: not measured
 
 
 def test_explain_says_whether_and_how_k_loops_split():
