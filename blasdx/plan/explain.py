@@ -293,8 +293,8 @@ def _split_k_line(desc: Descriptor, p: GridPlan) -> str:
            else "")
     return (f"split-K: {few}the call's tiles (of every batch item) run in whole waves of as many as the GPU runs at "
             f"once, and the K loops of the rest, which would leave SMs idle, split into the parts that end the last "
-            f"wave soonest; parts up to {MAX_SPLITS}, of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace from "
-            f"CuPy's pool; the last part to finish adds them up in order (the same result whichever it is). Not under "
+            f"wave soonest; parts up to {MAX_SPLITS}, of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace kept "
+            f"a stream (CuPy's pool); the last part to finish adds them up in order (the same result whichever it is). Not under "
             f"stream capture (CUDA graphs)")
 
 

@@ -65,6 +65,49 @@ _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
 
 
+class SplitWorkspaces:
+    """split-K's workspaces, one a (device, stream), kept from call to call: a new one from CuPy's pool and its counters
+    zeroed each call cost 12 us of host time, the split GEMMs of few tiles (512x512x8192) 1.4x their time
+    (benchmarks/RESULTS.md, Grid against cuBLAS). A workspace's first ``region`` bytes hold the counters, zeroed once
+    when it is made: every launch leaves the counters it used zero again (combine_splits), and its parts, which it
+    writes before it reads, start at ``region`` whatever its counters, so no launch's parts fall on another's counters.
+    A launch's workspace pointer is ``region - counter_bytes`` into it (its counters end where the parts start). At most
+    ``limit`` streams' workspaces: the oldest goes back to its stream's pool, whose next use follows its last launch."""
+
+    def __init__(self, limit: int = 16, least_region: int = 8192) -> None:
+        self._kept: dict[tuple[int, int], tuple[Any, int]] = {}  # (device, stream): (array, region)
+        self._limit = limit
+        self._least_region = least_region
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """Workspaces kept (streams')."""
+        return len(self._kept)
+
+    def get(self, device_id: int, stream: int, counter_bytes: int, parts_bytes: int) -> tuple[Any, int]:
+        """The workspace array (hold it until the launch is queued) and the pointer of a launch on ``stream`` whose
+        counters take ``counter_bytes`` and its parts ``parts_bytes``; made (grown) on the stream where it is
+        missing (smaller)."""
+        key = (device_id, stream)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None or kept[1] < counter_bytes or kept[0].nbytes - kept[1] < parts_bytes:
+                region = max(counter_bytes, self._least_region, kept[1] if kept else 0)
+                parts = max(parts_bytes, kept[0].nbytes - kept[1] if kept else 0)
+                cupy = cupy_module()
+                with stream_of(stream):
+                    array = cupy.empty(region + parts, dtype=cupy.uint8)
+                cupy.cuda.runtime.memsetAsync(array.data.ptr, 0, region, stream)
+                if kept is None and len(self._kept) >= self._limit:
+                    del self._kept[next(iter(self._kept))]
+                kept = self._kept[key] = (array, region)
+        array, region = kept
+        return array, array.data.ptr + region - counter_bytes
+
+
+SPLIT_WORKSPACES = SplitWorkspaces()
+
+
 def _slot_bytes(value: Any) -> bytes:
     """A NumPy scalar (from ``scalar``) as the bytes of one argument slot."""
     return np.asarray(value).tobytes().ljust(_SLOT, b"\0")
@@ -111,7 +154,7 @@ class BoundLaunch:
     splits: int = 1
     split_units: int = 0
     workspace_bytes: int = 0
-    workspace_counter_bytes: int = 0  # its start, zeroed before each launch
+    workspace_counter_bytes: int = 0  # its start, the counters (SplitWorkspaces)
     splits_offset: int = 0  # where the splits' and workspace's slots start in the block (a grid kernel's)
     # The TMA grid kernel's tensor maps of A and B (and of C where it stores C by TMA), written into their slots per call.
     tensor_maps: tuple[TensorMap, ...] | None = field(default=None, compare=False, hash=False)
@@ -128,7 +171,7 @@ class BoundLaunch:
         on the raw stream handle ``stream``. Raises CuPy's CUDADriverError where the driver
         refuses (for one, no current context in this thread)."""
         arguments = self.arguments
-        workspace = self._workspace(stream) if self.workspace_bytes else None
+        workspace = self._workspace(stream) if self.workspace_bytes else None  # (held until the launch is queued)
         with self.lock:  # the block is shared; cuLaunchKernel copies it before returning
             _PER_CALL.pack_into(arguments.values, 0, pa, pb, pc, scalars)
             if self.has_bias:
@@ -142,24 +185,21 @@ class BoundLaunch:
                 _SPLITS_AND_WORKSPACE.pack_into(arguments.values, self.splits_offset,
                                                 1 if workspace is None else self.splits,
                                                 0 if workspace is None else self.split_units,
-                                                0 if workspace is None else workspace.data.ptr)
+                                                0 if workspace is None else workspace[1])
             if self.tensor_maps is not None:
                 for tensor_map, pointer in zip(self.tensor_maps, (pa, pb, pc)):
                     tensor_map.write(pointer)
             self.launch_kernel(*self.dimensions, stream, arguments.address, 0)
 
-    def _workspace(self, stream: int) -> Any:
-        """split-K's workspace for one launch, its counters zeroed (zeroing all of it cost more than the
-        GEMM on mid-size problems), from CuPy's pool on the launch's stream (whose blocks go back to that
-        stream only: the next use of the memory follows this launch), or None under stream capture (a
-        graph would keep a pointer the pool hands out again: no split-K there)."""
+    def _workspace(self, stream: int) -> tuple[Any, int] | None:
+        """split-K's workspace for one launch (SPLIT_WORKSPACES': the array and the launch's pointer), its counters
+        zero, or None under stream capture (a graph would keep a pointer that a later launch on another stream may use
+        at once: no split-K there)."""
         cupy = cupy_module()
         if cupy.cuda.runtime.streamIsCapturing(stream):
             return None
-        with stream_of(stream):
-            workspace = cupy.empty(self.workspace_bytes, dtype=cupy.uint8)
-        cupy.cuda.runtime.memsetAsync(workspace.data.ptr, 0, self.workspace_counter_bytes, stream)
-        return workspace
+        counters = self.workspace_counter_bytes
+        return SPLIT_WORKSPACES.get(self.kernel.device_id, stream, counters, self.workspace_bytes - counters)
 
     def overlaps(self, pa: int, pb: int, pc: int, pbias: int = 0, pscales: tuple[int, int] = (0, 0),
                  poffsets: int = 0) -> bool:

@@ -376,6 +376,33 @@ def test_deep_k_on_fewer_tiles_than_a_wave_with_deep_stages(prec, size):
     assert launched and all(b.kernel.plan.stages == desc.plan.stages and b.kernel.plan.tma for b in launched)
 
 
+def test_split_k_calls_share_a_kept_workspace():
+    """Split calls of other tile counts and parts (counters and parts of other sizes) alternate on one stream, then on
+    a second, through the workspace kept a stream (SplitWorkspaces): each result right, on every call."""
+    import cupy
+
+    import blasdx.pipeline
+    from blasdx.runtime.launch import SPLIT_WORKSPACES
+
+    rng = np.random.default_rng(14)
+    cases = [grid(("float16", "float16", "float32"), "rcr", size) for size in ((256, 256, 16384), (512, 384, 8192),
+                                                                               (100, 90, 6000))]
+    operands = [[Operand(desc, x, None, None, rng) for x in "abc"] for desc in cases]
+    refs = [np.matmul(a.values, b.values) for a, b, _ in operands]
+    for stream in (cupy.cuda.Stream.null, cupy.cuda.Stream(non_blocking=True)):
+        with stream:
+            for _ in range(3):
+                for desc, (a, b, c), ref in zip(cases, operands, refs):
+                    c.array.fill(np.nan)
+                    desc.execute(a.array, b.array, c.array)
+                    assert relative_error(c.result(), ref) < 2e-3
+        stream.synchronize()
+    splits = {bound.kernel.plan.m: bound.splits for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
+              if bound.kernel.plan.execution == "grid" and bound.kernel.plan.m in (256, 512, 100)}
+    assert len(splits) == 3 and min(splits.values()) > 1, splits
+    assert len(SPLIT_WORKSPACES) >= 2  # both streams'
+
+
 def test_split_k_with_hooks_and_bias():
     import cupy
 
