@@ -15,7 +15,7 @@ from ..describe.families.common import (
     wave_fitted_rows,
 )
 from ..describe.families.mma import float64_wave_fitted_cols
-from ..describe.operators import MAX_STAGES, execution_operators
+from ..describe.operators import execution_operators
 from ..describe.traits import INVARIANT_ROW_STEP, INVARIANT_ROWS
 from .block import GemmPlan, MatrixPlan, with_alignment
 from .grid import (
@@ -25,7 +25,7 @@ from .grid import (
     SPLIT_TAIL_MIN_K,
     TMA_STORE_ROWS,
     GridPlan,
-    deep_k_one_round,
+    deep_k_stages,
     grid_with_alignment,
     item_block_choice,
     tma_registers_refusal,
@@ -219,8 +219,9 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     if (given["Tile"] == "suggested" and t.instruction.accumulator == "double" and (t.m, t.n) == (128, cols) == (128, 64)
             and not p.is_complex and tiles_of(p.m, p.n, 128, 128) >= GRID_MIN_TILES and "BatchInvariant" not in ops):
         given["Tile"] += f": {why_cols}"  # (where fewer tiles, the tile shrank to the problem: fitted_tile)
-    if given["Stages"] == "suggested" and "BatchInvariant" not in ops and deep_k_one_round(t, p.tiles, p.k):
-        given["Stages"] += (f": as many as fit, up to {MAX_STAGES}, where {_count(p.tiles, 'tile')} (fewer than a wave) "
+    deepest = deep_k_stages(t, p.tiles, p.k)
+    if given["Stages"] == "suggested" and "BatchInvariant" not in ops and deepest:
+        given["Stages"] += (f": as many as fit, up to {deepest}, where {_count(p.tiles, 'tile')} (fewer than a wave) "
                             f"run K loops of k = {p.k}, each block's the call's time")
     if launched.tma and t.promote_k:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies; "

@@ -74,6 +74,9 @@ MAX_THREAD_REGISTERS = 240
 # (its mbarriers, at most).
 SPARE_REGISTERS = 32
 TMA_STATIC_SHARED = 256
+# The stages of deep_k_stages' 64 x 64 tiles (as many as fit elsewhere): eight ran 3-14% slower than six on
+# four shapes (768x512x8192, 640x640x8192, 1024x384x8192, 4096x128x16384; benchmarks/RESULTS.md, Grid against cuBLAS).
+DEEP_K_SMALL_TILE_STAGES = 6
 # Split-K: parts of a tile's K loop at most, and K tiles each part takes at least (a pipeline
 # of a few stages needs a few K tiles to fill).
 MAX_SPLITS = 16
@@ -670,13 +673,16 @@ def stores_c_by_tma(tile: TilePlan, c: MatrixPlan, sm: int, is_complex: bool) ->
             and c.ld * c.element_size % 16 == 0 and c.inner * c.element_size % 16 == 0)
 
 
-def deep_k_one_round(tile: TilePlan, tiles: int, k: int) -> bool:
-    """Whether a wgmma tile (partial sums not promoted) of a problem of ``tiles`` tiles, at least GRID_MIN_TILES (fewer
-    split their K loops over every SM) and fewer than a wave, runs K loops of SPLIT_TAIL_MIN_K or deeper, one block an
-    SM: there as many stages as fit outran four by 4-17% (64 x 128 tiles at k = 8192-16384; none at k = 4096:
-    benchmarks/RESULTS.md, Grid against cuBLAS)."""
-    return (tile.instruction.is_wgmma and not tile.promote_k and GRID_MIN_TILES <= tiles < 2 * GRID_MIN_TILES
-            and k >= SPLIT_TAIL_MIN_K)
+def deep_k_stages(tile: TilePlan, tiles: int, k: int) -> int:
+    """The most stages of a wgmma tile (partial sums not promoted) of a problem of ``tiles`` tiles, at least
+    GRID_MIN_TILES (fewer split their K loops over every SM) and fewer than a wave, whose K loops are SPLIT_TAIL_MIN_K
+    or deeper, one block an SM: MAX_STAGES (as many as fit outran four by 4-21% on 64 x 128, 128 x 128 and 192 x 128
+    tiles at k = 8192-16384; none at k = 4096), DEEP_K_SMALL_TILE_STAGES on 64 x 64; 0 elsewhere (the suggested
+    stages): benchmarks/RESULTS.md, Grid against cuBLAS."""
+    if not (tile.instruction.is_wgmma and not tile.promote_k and GRID_MIN_TILES <= tiles < 2 * GRID_MIN_TILES
+            and k >= SPLIT_TAIL_MIN_K):
+        return 0
+    return DEEP_K_SMALL_TILE_STAGES if (tile.m, tile.n) == (64, 64) else MAX_STAGES
 
 
 def fma_blocks_share_sm(tile: GemmPlan, b_layout: str, is_complex: bool, tiles: int) -> bool:
@@ -719,11 +725,11 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
                and k_tiles >= 2 * MIN_SPLIT_K_TILES and "BatchInvariant" not in desc.operator_map)
     if given is None and fma_blocks_share_sm(tile, problem["b"].layout, desc.is_complex, tiles):
         stages = min(MAX_SUGGESTED_STAGES_TWO_BLOCKS, suggested_stages(stage_bytes, k_tiles, desc.sm, blocks_per_sm=2))
-    if given is None and tiles < 2 * GRID_MIN_TILES and (
-            "BatchInvariant" in desc.operator_map or deep_k_one_round(tile, tiles, desc.size.k)):
+    if given is None and tiles < 2 * GRID_MIN_TILES:
         # fewer tiles than SMs and no split-K to add blocks: each block's K loop is the call's time, and deeper
         # stages keep more of it in flight (benchmarks/RESULTS.md, Batch invariance; Grid against cuBLAS)
-        stages = max(stages, min(MAX_STAGES, k_tiles, (limit - reserved) // stage_bytes))
+        deepest = MAX_STAGES if "BatchInvariant" in desc.operator_map else deep_k_stages(tile, tiles, desc.size.k)
+        stages = max(stages, min(deepest, k_tiles, (limit - reserved) // stage_bytes))
     plan = GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
                     split_k=split_k, item_block=item_block_choice(desc)[0])

@@ -360,10 +360,11 @@ def test_the_last_wave_of_deep_k_splits(batch):
 
 @pytest.mark.parametrize("prec, size", [(("bfloat16", "bfloat16", "bfloat16"), (1024, 1024, 8192)),
                                          (("float16", "float16", "float32"), (1000, 1000, 8192)),
-                                         (("bfloat16", "bfloat16", "float32"), (1024, 2048, 8192))],
-                         ids=["64x128-bf16", "64x128-edges-f32", "128x128-f32"])
+                                         (("bfloat16", "bfloat16", "float32"), (1024, 2048, 8192)),
+                                         (("bfloat16", "bfloat16", "bfloat16"), (768, 500, 8192))],
+                         ids=["64x128-bf16", "64x128-edges-f32", "128x128-f32", "64x64-edges-bf16"])
 def test_deep_k_on_fewer_tiles_than_a_wave_with_deep_stages(prec, size):
-    """deep_k_one_round's tiles (fewer than a wave, K 8192 deep) take as many stages as fit: alpha, beta and the
+    """deep_k_stages' tiles (fewer than a wave, K 8192 deep) take as many stages as fit: alpha, beta and the
     edge tiles come out right through the deeper ring of stages."""
     import blasdx.pipeline
 

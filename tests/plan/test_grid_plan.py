@@ -251,9 +251,9 @@ def test_wgmma_tiles_take_192_rows_where_their_waves_take_less_time():
     for size in ((4096, 4096, 4096),  # 512 tiles in 4 waves, 704 of 192 in 6: 256 rows
                  (2048, 2048, 2048),  # 128 tiles in one wave, 176 in two
                  (6144, 5120, 2048),  # 8 waves of 256 rows or 10 of 192: 0.94 of the time, under the margin
-                 (1536, 1536, 256)):  # a K loop under SHORTER_TILE_MIN_K (not measured)
+                 (1536, 1536, 128)):  # a K loop under SHORTER_TILE_MIN_K (not measured)
         assert grid(size=size).tile.m == 256, size
-    assert grid(size=(3000, 2000, 1000)).tile.m == grid(size=(1536, 1536, 512)).tile.m == 192  # shallower K alike
+    assert grid(size=(3000, 2000, 1000)).tile.m == grid(size=(1536, 1536, 256)).tile.m == 192  # shallower K alike
     assert grid(BlockDim(512), size=(3072, 3072, 3072)).tile.m == 256  # threads given: a warpgroup a 64 rows
     fp8 = grid(size=(3072, 3072, 3072)).replace(Precision("float8_e4m3", "float8_e4m3", "float32"))
     assert fp8.tile.m == 128  # promoted partial sums keep their 128 x 128 tile
@@ -348,6 +348,9 @@ def test_deep_k_loops_on_fewer_tiles_than_a_wave_take_as_many_stages_as_fit():
     assert "8 stages (suggested: as many as fit, up to 8, where 128 tiles (fewer than a wave) run K loops of k = 8192" in (
         grid(size=(1024, 1024, 8192)).explain(width=0))
     assert grid(size=(2048, 1024, 8192)).plan.stages == 6  # 128x128 tiles, a buffer of C's TMA stores beside them
+    small = grid(size=(768, 512, 8192))  # 96 tiles of 64x64: DEEP_K_SMALL_TILE_STAGES
+    assert (small.plan.tile.m, small.plan.tile.n, small.plan.stages) == (64, 64, 6)
+    assert "6 stages (suggested: as many as fit, up to 6, where 96 tiles" in small.explain(width=0)
     assert grid(size=(1024, 1024, 4096)).plan.stages == 4  # shallower K: no gain measured
     assert grid(size=(2560, 2560, 8192)).plan.stages == 4  # 200 tiles: more than a wave
     assert grid(size=(256, 256, 16384)).plan.stages == 4  # 16 tiles: every K loop split over the SMs instead

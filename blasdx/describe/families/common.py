@@ -27,9 +27,9 @@ SHORTER_TILE_SHARE = 0.85
 # batch's waves of tall tiles take as long as short ones', the tall ones ran 7-35% faster (16 x 1024^3, 64 x
 # 512x512x256); 12 x 768^3's 64-row tiles, 7 waves for 2 of 256 rows, 30% faster (benchmarks/RESULTS.md, Grid against cuBLAS).
 SHORT_TILE_RATE = 0.9
-# The least k for 192-row tiles: where their waves take less time they ran 1.09-1.17x faster at k = 512-1000 too
-# (3000x2000x1000, 3072x3072x768, 1536x1536x512; H200), their epilogue now short; shallower K loops were not measured.
-SHORTER_TILE_MIN_K = 512
+# The least k for 192-row tiles: where their waves take less time they ran 1.05-1.21x faster at k = 256-1000 too
+# (3000x2000x1000, 3072x3072x768, 3000x2000x256; H200), their epilogue now short; shallower K loops were not measured.
+SHORTER_TILE_MIN_K = 256
 
 
 def chosen_instruction(ops: Operators) -> tuple[Instruction, str]:
