@@ -171,6 +171,9 @@ class GridPlan:
     # The grid kernel's plans of other tiles a batched call may run (for_batch): the suggested tile is fitted to one
     # batch item, and a batch's tiles may fill the GPU's waves better with taller ones. Not in the repr either.
     batch_grids: tuple[GridPlan, ...] = field(default=(), repr=False)
+    # The stages of a batched call of a wave of tiles or more, where deep_k_stages deepened these for a batch item's
+    # fewer (for_batch; 0: these). Not in the repr either.
+    batch_stages: int = field(default=0, repr=False)
 
     @cached_property
     def _hash(self) -> int:
@@ -383,11 +386,15 @@ class GridPlan:
     def for_batch(self, batch: int | None) -> GridPlan:
         """The plan a call on ``batch`` items (None: one) runs: of this one and those of batch_grids whose tiles
         fill a wave of WAVE_BLOCKS (fewer would split their K loops, which wave_time does not count), the one whose
-        waves of the call's tiles take least time (wave_time at each one's wave_rate), this one on ties."""
-        if batch is None or not self.batch_grids:
+        waves of the call's tiles take least time (wave_time at each one's wave_rate), this one on ties; each at its
+        batch_stages where the call's tiles fill a wave."""
+        if batch is None:
             return self
         fill = [g for g in self.batch_grids if batch * g.tiles >= WAVE_BLOCKS]
-        return min((self, *fill), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles, p.wave_rate))
+        chosen = min((self, *fill), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles, p.wave_rate))
+        if chosen.batch_stages and batch * chosen.tiles >= WAVE_BLOCKS:
+            return replace(chosen, stages=chosen.batch_stages, batch_stages=0)
+        return chosen
 
     @property
     def wave_rate(self) -> float:
@@ -619,7 +626,7 @@ class GridPlan:
     @property
     def digest(self) -> str:
         fields = asdict(self)
-        del fields["item_block"], fields["batch_grids"]  # other kernels' plans: nothing of them is in this one's code
+        del fields["item_block"], fields["batch_grids"], fields["batch_stages"]  # other kernels': not in this one's code
         if not self.tma_store:  # (the other kernels keep their names)
             del fields["tma_store"]
         if not self.gate_split:  # (the other kernels keep their names)
@@ -676,8 +683,8 @@ def stores_c_by_tma(tile: TilePlan, c: MatrixPlan, sm: int, is_complex: bool) ->
 def deep_k_stages(tile: TilePlan, tiles: int, k: int) -> int:
     """The most stages of a wgmma tile (partial sums not promoted) of a problem of ``tiles`` tiles, at least
     GRID_MIN_TILES (fewer split their K loops over every SM) and fewer than a wave, whose K loops are SPLIT_TAIL_MIN_K
-    or deeper, one block an SM: MAX_STAGES (as many as fit outran four by 4-21% on 64 x 128, 128 x 128 and 192 x 128
-    tiles at k = 8192-16384; none at k = 4096), DEEP_K_SMALL_TILE_STAGES on 64 x 64; 0 elsewhere (the suggested
+    or deeper: MAX_STAGES (as many as fit, one block an SM, outran four by 4-21% on 64 x 128, 128 x 128 and 192 x 128
+    tiles at k = 8192-16384; none at k = 4096), DEEP_K_SMALL_TILE_STAGES on 64 x 64 (two blocks an SM still); 0 elsewhere (the suggested
     stages): benchmarks/RESULTS.md, Grid against cuBLAS."""
     if not (tile.instruction.is_wgmma and not tile.promote_k and GRID_MIN_TILES <= tiles < 2 * GRID_MIN_TILES
             and k >= SPLIT_TAIL_MIN_K):
@@ -725,14 +732,19 @@ def make_grid_plan(desc: Descriptor) -> GridPlan:
                and k_tiles >= 2 * MIN_SPLIT_K_TILES and "BatchInvariant" not in desc.operator_map)
     if given is None and fma_blocks_share_sm(tile, problem["b"].layout, desc.is_complex, tiles):
         stages = min(MAX_SUGGESTED_STAGES_TWO_BLOCKS, suggested_stages(stage_bytes, k_tiles, desc.sm, blocks_per_sm=2))
+    suggested = stages
     if given is None and tiles < 2 * GRID_MIN_TILES:
-        # fewer tiles than SMs and no split-K to add blocks: each block's K loop is the call's time, and deeper
-        # stages keep more of it in flight (benchmarks/RESULTS.md, Batch invariance; Grid against cuBLAS)
-        deepest = MAX_STAGES if "BatchInvariant" in desc.operator_map else deep_k_stages(tile, tiles, desc.size.k)
+        # fewer tiles than SMs (split-K at most filling one round of blocks; none under BatchInvariant()): each
+        # block's K loop, or its part, is the call's time, and deeper stages keep more of it in flight
+        # (benchmarks/RESULTS.md, Batch invariance; Grid against cuBLAS). Grouped()'s rows come at the call.
+        deepest = (MAX_STAGES if "BatchInvariant" in desc.operator_map else
+                   deep_k_stages(tile, tiles, desc.size.k) if desc.execution == "Grid" else 0)
         stages = max(stages, min(deepest, k_tiles, (limit - reserved) // stage_bytes))
     plan = GridPlan(sm=desc.sm, m=desc.size.m, n=desc.size.n, k=desc.size.k, is_complex=desc.is_complex,
                     a=problem["a"], b=problem["b"], c=problem["c"], tile=tile, stages=stages, group_m=GROUP_M,
-                    split_k=split_k, item_block=item_block_choice(desc)[0])
+                    split_k=split_k, item_block=item_block_choice(desc)[0],
+                    # a batch's tiles may fill waves (BatchInvariant(): no kernel switched by the batch)
+                    batch_stages=0 if "BatchInvariant" in desc.operator_map or stages == suggested else suggested)
     return replace(plan, batch_grids=_batch_grids(desc, plan))
 
 

@@ -65,17 +65,22 @@ _INT64 = struct.Struct("<q")
 _MAX_SCALARS = 64
 
 
+# The per-thread default stream's handle (CUDA's cudaStreamPerThread, CuPy's Stream.ptds).
+PER_THREAD_STREAM = 2
+
+
 class SplitWorkspaces:
     """split-K's workspaces, one a (device, stream), kept from call to call: a new one from CuPy's pool and its counters
-    zeroed each call cost 12 us of host time, the split GEMMs of few tiles (512x512x8192) 1.4x their time
+    zeroed each call cost 5-10 us of host time, the split GEMMs of few tiles 1.23-1.43x their time between CUDA events
     (benchmarks/RESULTS.md, Grid against cuBLAS). A workspace's first ``region`` bytes hold the counters, zeroed once
     when it is made: every launch leaves the counters it used zero again (combine_splits), and its parts, which it
     writes before it reads, start at ``region`` whatever its counters, so no launch's parts fall on another's counters.
-    A launch's workspace pointer is ``region - counter_bytes`` into it (its counters end where the parts start). At most
-    ``limit`` streams' workspaces: the oldest goes back to its stream's pool, whose next use follows its last launch."""
+    A launch's workspace pointer is ``region - counter_bytes`` into it (its counters end where the parts start). The
+    per-thread default stream's one handle is each host thread's own stream: a workspace a thread there. At most
+    ``limit`` workspaces: the first made goes back to its stream's pool, whose next use follows its last launch."""
 
     def __init__(self, limit: int = 16, least_region: int = 8192) -> None:
-        self._kept: dict[tuple[int, int], tuple[Any, int]] = {}  # (device, stream): (array, region)
+        self._kept: dict[tuple[int, int, int], tuple[Any, int]] = {}  # (device, stream, thread): (array, region)
         self._limit = limit
         self._least_region = least_region
         self._lock = threading.Lock()
@@ -88,7 +93,7 @@ class SplitWorkspaces:
         """The workspace array (hold it until the launch is queued) and the pointer of a launch on ``stream`` whose
         counters take ``counter_bytes`` and its parts ``parts_bytes``; made (grown) on the stream where it is
         missing (smaller)."""
-        key = (device_id, stream)
+        key = (device_id, stream, threading.get_ident() if stream == PER_THREAD_STREAM else 0)
         with self._lock:
             kept = self._kept.get(key)
             if kept is None or kept[1] < counter_bytes or kept[0].nbytes - kept[1] < parts_bytes:

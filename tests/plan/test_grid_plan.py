@@ -327,7 +327,7 @@ def test_split_k_is_compiled_in_only_where_tiles_are_few_or_k_deep():
     assert few.plan.splits(16, 132) == 8 and few.plan.split_units(16, 132, 8) == 16
     assert few.plan.splits(16, 264) == 16 and few.plan.splits(40, 132) == 3 and few.plan.splits(60, 132) == 2
     assert few.plan.workspace_bytes(16, 132, 8) == 256 + 16 * 8 * part
-    assert few.plan.workspace_counter_bytes(16, 132, 8) == 256  # the counters alone are zeroed before a launch
+    assert few.plan.workspace_counter_bytes(16, 132, 8) == 256  # the counters, zero in a kept workspace
     # a batch of 9: a wave of 132 tiles, then the last 12 in 6 parts (1/6 + 6 x 400/16384 of a tile's time)
     assert few.plan.splits(16 * 9, 132) == 6 and few.plan.split_units(16 * 9, 132, 6) == 12
     assert few.plan.blocks(9, 132, 6) == 132 and few.plan.workspace_bytes(16 * 9, 132, 6) == 256 + 12 * 6 * part
@@ -355,6 +355,12 @@ def test_deep_k_loops_on_fewer_tiles_than_a_wave_take_as_many_stages_as_fit():
     assert grid(size=(2560, 2560, 8192)).plan.stages == 4  # 200 tiles: more than a wave
     assert grid(size=(256, 256, 16384)).plan.stages == 4  # 16 tiles: every K loop split over the SMs instead
     assert grid(Stages(3), size=(1024, 1024, 8192)).plan.stages == 3  # given
+    # a batch of a wave of tiles or more: the suggested stages (GridPlan.batch_stages); one item keeps the deep ones
+    assert deep.for_batch(None) is deep and deep.for_batch(1).stages == 8 and deep.batch_stages == 4
+    two = deep.for_batch(2)
+    assert (two.tile.m, two.stages, two.batch_stages) == (64, 4, 0) and two.kernel_name != deep.kernel_name
+    assert grid(Stages(8), size=(1024, 1024, 8192)).plan.kernel_name == deep.kernel_name  # batch_stages: no kernel's
+    assert (Size(1024, 1024, 8192) + F16F32 + RCR + SM(900) + Grouped()).plan.stages == 4  # rows come at the call
     assert grid(size=(1024, 1024, 8192), sm=800).plan.stages == 4  # mma.sync tiles: not measured
 
 

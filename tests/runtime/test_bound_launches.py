@@ -17,7 +17,7 @@ import pytest
 import blasdx.pipeline as pipeline
 import blasdx.runtime.arguments as arguments
 import blasdx.runtime.launch as launch
-from blasdx import SM, ArgumentError, Arrangement, Block, Grouped, Precision, Size
+from blasdx import SM, ArgumentError, Arrangement, Block, Grid, Grouped, Precision, Size
 from blasdx.compiler import CompiledKernel
 from blasdx.kinds import launched_plan
 from blasdx.runtime.arguments import expected_dtypes
@@ -46,7 +46,7 @@ def gpu(monkeypatch):
     """A fake GPU 0: ``launched`` holds each launch's (A, B, C) pointers and alpha's first 8 bytes, ``binds``
     counts the checked path's bindings; set ``device`` (the current one) or ``refusals`` (launches the driver
     refuses before it takes one)."""
-    state = SimpleNamespace(device=0, refusals=0, launched=[], binds=0)
+    state = SimpleNamespace(device=0, refusals=0, launched=[], binds=0, made=[], zeroed=[])
 
     def launch_kernel(*args):
         if state.refusals:
@@ -55,11 +55,19 @@ def gpu(monkeypatch):
         slots = (ctypes.c_void_p * 4).from_address(args[-2])
         state.launched.append(tuple(ctypes.string_at(slots[i], 8) for i in range(4)))
 
-    cupy = SimpleNamespace(ndarray=_Array, cuda=SimpleNamespace(
-        runtime=SimpleNamespace(getDevice=lambda: state.device), Device=lambda device_id: nullcontext(),
+    def empty(nbytes, dtype):  # split-K's workspaces (made, their counters zeroed: SplitWorkspaces)
+        state.made.append(SimpleNamespace(nbytes=nbytes, data=SimpleNamespace(ptr=0x9000000 + 0x100000 * len(state.made))))
+        return state.made[-1]
+
+    cupy = SimpleNamespace(ndarray=_Array, uint8=np.uint8, empty=empty, cuda=SimpleNamespace(
+        runtime=SimpleNamespace(getDevice=lambda: state.device, streamIsCapturing=lambda stream: False,
+                                memsetAsync=lambda ptr, value, nbytes, stream: state.zeroed.append((ptr, nbytes))),
+        Device=lambda device_id: nullcontext(),
         driver=SimpleNamespace(CUDADriverError=_DriverError, launchKernel=launch_kernel)))
     for module in (pipeline, arguments, launch):
         monkeypatch.setattr(module, "cupy_module", lambda: cupy)
+    monkeypatch.setattr(launch, "stream_of", lambda stream: nullcontext())
+    monkeypatch.setattr(launch, "SPLIT_WORKSPACES", launch.SplitWorkspaces())
     for module in (pipeline, launch):
         monkeypatch.setattr(module, "stream_handle", lambda stream, tensor=None: 0)
     monkeypatch.setattr(pipeline, "BOUND_LAUNCHES", launch.BoundLaunches())
@@ -85,15 +93,16 @@ def _pointers(launched):
     return tuple(struct.unpack("<Q", slot)[0] for slot in launched[:3])
 
 
-def _matrices(desc, base):
-    """A, B, C of ``desc`` (one GEMM, contiguous in its arrangement) at ``base``, ``base`` + 1 MiB, + 2 MiB."""
+def _matrices(desc, base, apart=0x100000):
+    """A, B, C of ``desc`` (one GEMM, contiguous in its arrangement) at ``base``, ``base`` + ``apart`` (1 MiB),
+    + 2 ``apart``."""
     plan = desc.plan
     out = []
     for i, mat in enumerate((plan.a, plan.b, plan.c)):
         dtype = expected_dtypes(mat, False)[-1][0]
         item = np.dtype(dtype).itemsize
         strides = (mat.cols * item, item) if mat.layout == "row_major" else (item, mat.rows * item)
-        out.append(_Array((mat.rows, mat.cols), dtype, base + i * 0x100000, strides))
+        out.append(_Array((mat.rows, mat.cols), dtype, base + i * apart, strides))
     return out
 
 
@@ -185,3 +194,20 @@ def test_a_grouped_call_relaunches_with_its_own_offsets(gpu):
     with pytest.raises(ArgumentError, match=r"^C overlaps offsets in memory; the output must not alias an input"):
         GROUPED.execute(a2, b2, c2, offsets=_Array((GROUPS,), np.int32, c2.data.ptr + 16))
     assert gpu.binds == 1 and len(gpu.launched) == 2
+
+
+SPLIT = Size(256, 256, 16384) + Precision("float16", "float16", "float32") + RCR + SM(900) + Grid()
+
+
+def test_a_split_call_passes_its_parts_and_the_kept_workspace(gpu):
+    """16 tiles on 132 blocks: 8 parts each; the workspace is made and its counters zeroed on the first call alone, and
+    every launch's pointer puts its counters just before the parts (SplitWorkspaces)."""
+    for base in (0x10000000, 0x50000000):
+        SPLIT.execute(*_matrices(SPLIT, base, apart=0x1000000))
+    bound, = pipeline.BOUND_LAUNCHES.values()
+    assert (bound.splits, bound.split_units, bound.workspace_counter_bytes) == (8, 16, 256)
+    workspace, = gpu.made
+    assert gpu.zeroed == [(workspace.data.ptr, 8192)] and workspace.nbytes == 8192 + bound.workspace_bytes - 256
+    slots = bound.arguments.values.raw[bound.splits_offset:bound.splits_offset + 40]
+    assert struct.unpack("<q8xq8xQ", slots) == (8, 16, workspace.data.ptr + 8192 - 256)
+    assert len(gpu.launched) == 2 and gpu.binds == 1

@@ -61,3 +61,24 @@ def test_at_most_limit_streams_keep_a_workspace(fake):
     assert len(fake.made) == 3 and len(kept) == 2  # stream 1's went back to its pool
     kept.get(0, 1, 256, 100)
     assert len(fake.made) == 4
+
+
+def test_the_per_thread_default_stream_keeps_a_workspace_a_thread(fake):
+    """Its one handle is each host thread's own stream, whose kernels may run at once: they must not share one."""
+    import threading
+
+    kept = launch.SplitWorkspaces(least_region=1024)
+    seen = {}
+    both = threading.Barrier(2)  # both threads alive at once (a finished thread's identity may be reused)
+
+    def call(name):
+        seen[name] = (kept.get(0, launch.PER_THREAD_STREAM, 256, 100)[0], kept.get(0, 7, 256, 100)[0])
+        both.wait()
+
+    threads = [threading.Thread(target=call, args=(name,)) for name in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen["one"][0] is not seen["two"][0]  # per-thread streams: a workspace each
+    assert seen["one"][1] is seen["two"][1]  # an ordinary stream: one, its launches in order
