@@ -386,21 +386,23 @@ def test_split_k_calls_share_a_kept_workspace():
     from blasdx.runtime.launch import SPLIT_WORKSPACES
 
     rng = np.random.default_rng(14)
-    cases = [grid(("float16", "float16", "float32"), "rcr", size) for size in ((256, 256, 16384), (512, 384, 8192),
-                                                                               (100, 90, 6000))]
-    operands = [[Operand(desc, x, None, None, rng) for x in "abc"] for desc in cases]
+    # (size, batch): 16, 48 and 2 tiles, and a batch of 6 x 15 tiles whose 90 split tiles' counters take 512 bytes
+    sizes = [((256, 256, 16384), None), ((512, 384, 8192), None), ((100, 90, 6000), None), ((192, 320, 16384), 6)]
+    cases = [(grid(("float16", "float16", "float32"), "rcr", size), batch) for size, batch in sizes]
+    operands = [[Operand(desc, x, batch, None, rng) for x in "abc"] for desc, batch in cases]
     refs = [np.matmul(a.values, b.values) for a, b, _ in operands]
     for stream in (cupy.cuda.Stream.null, cupy.cuda.Stream(non_blocking=True)):
         with stream:
             for _ in range(3):
-                for desc, (a, b, c), ref in zip(cases, operands, refs):
+                for (desc, _), (a, b, c), ref in zip(cases, operands, refs):
                     c.array.fill(np.nan)
                     desc.execute(a.array, b.array, c.array)
                     assert relative_error(c.result(), ref) < 2e-3
         stream.synchronize()
-    splits = {bound.kernel.plan.m: bound.splits for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
-              if bound.kernel.plan.execution == "grid" and bound.kernel.plan.m in (256, 512, 100)}
-    assert len(splits) == 3 and min(splits.values()) > 1, splits
+    bounds = {(p.m, p.n, p.k): bound for bound in blasdx.pipeline.BOUND_LAUNCHES.values()
+              if (p := bound.kernel.plan).execution == "grid" and (p.m, p.n, p.k) in [size for size, _ in sizes]}
+    assert len(bounds) == 4 and min(b.splits for b in bounds.values()) > 1, bounds
+    assert bounds[(192, 320, 16384)].workspace_counter_bytes > 256  # its counters end further into the kept region
     assert len(SPLIT_WORKSPACES) >= 2  # both streams'
 
 
