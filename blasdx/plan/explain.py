@@ -219,10 +219,10 @@ def explain_grid(desc: Descriptor, p: GridPlan) -> list[str]:
     if (given["Tile"] == "suggested" and t.instruction.accumulator == "double" and (t.m, t.n) == (128, cols) == (128, 64)
             and not p.is_complex and tiles_of(p.m, p.n, 128, 128) >= GRID_MIN_TILES and "BatchInvariant" not in ops):
         given["Tile"] += f": {why_cols}"  # (where fewer tiles, the tile shrank to the problem: fitted_tile)
-    deepest = deep_k_stages(t, p.tiles, p.k)
-    if given["Stages"] == "suggested" and "BatchInvariant" not in ops and deepest:
-        given["Stages"] += (f": as many as fit, up to {deepest}, where {_count(p.tiles, 'tile')} (fewer than a wave) "
-                            f"run K loops of k = {p.k}, each block's the call's time")
+    if p.batch_stages:  # (deepened: deep_k_stages)
+        given["Stages"] += (f": as many as fit, up to {deep_k_stages(t, p.tiles, p.k)}, where "
+                            f"{_count(p.tiles, 'tile')} (fewer than a wave) run K loops of k = {p.k}, each block's the "
+                            f"call's time; {p.batch_stages} on a batch of a wave of tiles or more")
     if launched.tma and t.promote_k:
         overlap = (f"with TMA (below), the copies of up to {p.stages} K tiles run ahead of the multiplies; "
                    + ("K tiles go in pairs, the second's wgmma running while the first's partial sums are added"
@@ -290,13 +290,13 @@ def _split_k_line(desc: Descriptor, p: GridPlan) -> str:
                    f"wave's K loops split from k = {SPLIT_TAIL_MIN_K}")
         return f"split-K: none ({why})"
     few = (f"where a call has fewer tiles than the GPU runs blocks at once (a batch item fewer than "
-           f"{GRID_MIN_TILES}), each tile's K loop splits into as many parts as fill it in one round; elsewhere " if p.tiles < GRID_MIN_TILES
-           else "")
+           f"{GRID_MIN_TILES}), each tile's K loop splits into as many parts as fill it in one round; elsewhere "
+           if p.tiles < GRID_MIN_TILES else "")
     return (f"split-K: {few}the call's tiles (of every batch item) run in whole waves of as many as the GPU runs at "
             f"once, and the K loops of the rest, which would leave SMs idle, split into the parts that end the last "
             f"wave soonest; parts up to {MAX_SPLITS}, of {MIN_SPLIT_K_TILES} K tiles or more, in a workspace kept "
-            f"a stream (CuPy's pool); the last part to finish adds them up in order (the same result whichever it is). Not under "
-            f"stream capture (CUDA graphs)")
+            f"a stream (CuPy's pool); the last part to finish adds them up in order (the same result whichever it "
+            f"is). Not under stream capture (CUDA graphs)")
 
 
 def _invariance_lines(desc: Descriptor, p: GridPlan) -> list[str]:

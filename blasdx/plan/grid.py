@@ -684,8 +684,8 @@ def deep_k_stages(tile: TilePlan, tiles: int, k: int) -> int:
     """The most stages of a wgmma tile (partial sums not promoted) of a problem of ``tiles`` tiles, at least
     GRID_MIN_TILES (fewer split their K loops over every SM) and fewer than a wave, whose K loops are SPLIT_TAIL_MIN_K
     or deeper: MAX_STAGES (as many as fit, one block an SM, outran four by 4-21% on 64 x 128, 128 x 128 and 192 x 128
-    tiles at k = 8192-16384; none at k = 4096), DEEP_K_SMALL_TILE_STAGES on 64 x 64 (two blocks an SM still); 0 elsewhere (the suggested
-    stages): benchmarks/RESULTS.md, Grid against cuBLAS."""
+    tiles at k = 8192-16384; none at k = 4096), DEEP_K_SMALL_TILE_STAGES on 64 x 64 (two blocks an SM still); 0
+    elsewhere (the suggested stages): benchmarks/RESULTS.md, Grid against cuBLAS."""
     if not (tile.instruction.is_wgmma and not tile.promote_k and GRID_MIN_TILES <= tiles < 2 * GRID_MIN_TILES
             and k >= SPLIT_TAIL_MIN_K):
         return 0

@@ -351,6 +351,9 @@ def test_deep_k_loops_on_fewer_tiles_than_a_wave_take_as_many_stages_as_fit():
     small = grid(size=(768, 512, 8192))  # 96 tiles of 64x64: DEEP_K_SMALL_TILE_STAGES
     assert (small.plan.tile.m, small.plan.tile.n, small.plan.stages) == (64, 64, 6)
     assert "6 stages (suggested: as many as fit, up to 6, where 96 tiles" in small.explain(width=0)
+    assert "; 4 on a batch of a wave of tiles or more)" in small.explain(width=0)
+    grouped = Size(1024, 1024, 8192) + F16F32 + RCR + SM(900) + Grouped()
+    assert "as many as fit" not in grouped.explain(width=0)
     assert grid(size=(1024, 1024, 4096)).plan.stages == 4  # shallower K: no gain measured
     assert grid(size=(2560, 2560, 8192)).plan.stages == 4  # 200 tiles: more than a wave
     assert grid(size=(256, 256, 16384)).plan.stages == 4  # 16 tiles: every K loop split over the SMs instead
