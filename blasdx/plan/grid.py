@@ -392,9 +392,12 @@ class GridPlan:
             return self
         fill = [g for g in self.batch_grids if batch * g.tiles >= WAVE_BLOCKS]
         chosen = min((self, *fill), key=lambda p: wave_time(p.tile.m, p.tile.n, batch * p.tiles, p.wave_rate))
-        if chosen.batch_stages and batch * chosen.tiles >= WAVE_BLOCKS:
-            return replace(chosen, stages=chosen.batch_stages, batch_stages=0)
-        return chosen
+        return chosen._batch_staged if chosen.batch_stages and batch * chosen.tiles >= WAVE_BLOCKS else chosen
+
+    @cached_property
+    def _batch_staged(self) -> GridPlan:
+        """This plan at its batch_stages (for_batch), made once."""
+        return replace(self, stages=self.batch_stages, batch_stages=0)
 
     @property
     def wave_rate(self) -> float:
